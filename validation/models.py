@@ -357,9 +357,12 @@ class MegatronLayer(nn.Module):
         if run.attention != "eager":
             return ops.FlashAttentionFn.apply(q, k, v, "sbhd")
         groups = a // cfg.kv_heads
-        if groups > 1:  # DotProductAttention expands k, v to all heads (copies)
-            k = k.repeat_interleave(groups, dim=2)
-            v = v.repeat_interleave(groups, dim=2)
+        if groups > 1:
+            # DotProductAttention expands k, v to all heads: copies. Written as expand+reshape
+            # (same layout as repeat_interleave(dim=2), which would also save an int64 index of
+            # a elements through index_select).
+            k = k.unsqueeze(3).expand(s, b, cfg.kv_heads, groups, d).reshape(s, b, a, d)
+            v = v.unsqueeze(3).expand(s, b, cfg.kv_heads, groups, d).reshape(s, b, a, d)
         # [s, b*a, d] views -> bmm on (b*a, s, d): views are saved, no copies
         qb = q.reshape(s, b * a, d).transpose(0, 1)
         kb = k.reshape(s, b * a, d).transpose(0, 1).transpose(1, 2)
