@@ -203,29 +203,34 @@ def rel_error(estimated, measured):
     return (estimated - measured) / measured if measured else float("inf")
 
 
-def tensor_diff(m: measure.Measurement, activations):
-    """Match the middle layer's measured storages with the CLI's tensors by byte count and list
-    what is left on either side: the tensors that make the difference."""
-    measured = [r for r in m.storages if r.region == f"layer {m.middle_layer}"]
-    estimated = list(activations.get("tensors") or [])
-    left_est = list(estimated)
-    unmatched_measured = []
-    for r in measured:
-        hit = next((t for t in left_est if int(t.get("bytes", -1)) == r.bytes), None)
+def tensor_diff(c, activations):
+    """Match the CLI's tensors with EXPECTED.md's terms (verified against the measurement) by byte
+    count and list what is left on either side: the tensors that make the difference."""
+    _, _, layer_terms, outside_terms = expected.expected(c["model"], c["run"])
+    terms = [("layer", *t) for t in layer_terms] + [("outside", *t) for t in outside_terms]
+    left_est = list(activations.get("tensors") or [])
+    unmatched = []
+    for where, name, formula, nbytes in terms:
+        hit = next((t for t in left_est if _int(t.get("bytes")) == nbytes), None)
         if hit is None:
-            unmatched_measured.append(r)
+            unmatched.append(f"      {where:8s} {name:60s} {formula:16s} {nbytes:>10d}")
         else:
             left_est.remove(hit)
-    lines = ["    per-layer storages measured but not matched by an estimated tensor of the same size:"]
-    for r in unmatched_measured:
-        lines.append(f"      {','.join(sorted(r.savers)) or '?':40s} {str(list(r.shape)):20s} {r.dtype:9s} {r.bytes:>10d}")
-    lines.append("    estimated tensors not matched by a measured per-layer storage (may be non-layer terms):")
+    lines = ["    expected terms (EXPECTED.md, = measured) with no CLI tensor of the same bytes:"] + unmatched
+    lines.append("    CLI tensors with no expected term of the same bytes:")
     for t in left_est:
         lines.append(
             f"      {str(t.get('name')):40s} {str(t.get('shape')):20s} {str(t.get('dtype')):9s} "
             f"{str(t.get('bytes')):>10s}  {t.get('formula', '')}"
         )
     return "\n".join(lines)
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_formulas(cases):
@@ -305,7 +310,7 @@ def main():
             if not ok:
                 regions = ", ".join(f"{k}: {v}" for k, v in m.region_bytes.items())
                 print(f"    measured regions: {regions}")
-                print(tensor_diff(m, activations))
+                print(tensor_diff(c, activations))
     print(f"({time.time() - started:.1f} s)")
     if args.measure_only:
         print(f"{len(cases)} cases measured")
