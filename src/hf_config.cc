@@ -195,12 +195,13 @@ class ConfigReader {
   /// An integer from a JSON number of any kind (HF writes some as 4096.0); never throws.
   Expected<int64_t> to_int(const Found& f) const {
     const json& v = *f.value;
-    if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return static_cast<int64_t>(*i);
+    // Unsigned first: nlohmann's get_ptr<number_integer_t*> also answers for unsigned values.
     if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) {
       if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return error(fmt::format("'{}' = {} is too large for a size", f.name, *u));
       return static_cast<int64_t>(*u);
     }
+    if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return static_cast<int64_t>(*i);
     if (const auto* d = v.get_ptr<const json::number_float_t*>()) {
       if (!std::isfinite(*d) || *d != std::trunc(*d))
         return error(fmt::format("'{}' must be an integer, got {}", f.name, *d));
