@@ -12,7 +12,7 @@
 
 #include "presets.h"
 #include "render.h"
-#include "suggest.h"
+#include "spellcheck.h"
 #include "text_table.h"  // models listing, digit grouping
 #include "training.h"
 
@@ -246,7 +246,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "actmem 0.1.0");
   std::vector<std::pair<CLI::App*, Runner>> runners;
-  std::vector<std::string> names;
+  std::vector<std::string_view> names;
   for (const auto& c : kCommands) {
     Runner r = c.add(app);
     runners.emplace_back(app.get_subcommand(c.name), std::move(r));
@@ -257,7 +257,7 @@ int run(int argc, char** argv) {
     bool known = false;
     for (const auto& n : names) known = known || n == word;
     if (!known) {
-      auto guess = closest_match(word, names);
+      auto guess = closest_name(word, names);
       fmt::print(stderr, "actmem: unknown command '{}'{}; commands: {}\n", word,
                  guess ? fmt::format("; did you mean '{}'?", *guess) : "", fmt::join(names, ", "));
       return 2;
