@@ -15,7 +15,7 @@ struct GpuSpec {
   std::string_view name;         // "h100-80gb"
   std::string_view description;  // "NVIDIA H100 80GB HBM3 (SXM5)"
   Bytes total;                   // as cudaMemGetInfo reports it (driver- and ECC-dependent, ±0.1%)
-  Bytes vendor;                  // the datasheet capacity, e.g. 80 GB
+  Bytes vendor;                  // the datasheet capacity: its "80GB" of HBM/GDDR is 80 GiB
   std::string_view source;       // where `total` was observed
 };
 
