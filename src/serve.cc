@@ -99,9 +99,8 @@ Breakdown weight_breakdown(const ModelSpec& model, int64_t tp, DType base, const
     std::string rows_symbol = t.shard == WeightShard::kKvHeads && tp > t.heads
                                   ? std::string("d")  // one KV head per rank
                                   : shard_symbol(t.rows_symbol, rows_split);
-    std::vector<Sym> shape{{"n", fmt::format("{}", t.count)},
-                           {rows_symbol, fmt::format("{}", rows)},
-                           {shard_symbol(t.cols_symbol, cols_split), fmt::format("{}", cols)}};
+    std::vector<Sym> shape{{"n", fmt::format("{}", t.count)}, {rows_symbol, fmt::format("{}", rows)}};
+    if (t.cols > 1) shape.push_back({shard_symbol(t.cols_symbol, cols_split), fmt::format("{}", cols)});
     const int64_t numel = checked_mul(rows, cols);
     const bool quantized = t.role == WeightRole::kLinear && is_quantized(q.weight);
     const DType dtype = t.role == WeightRole::kLinear ? q.weight : base;
@@ -197,6 +196,12 @@ Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64
 
 }  // namespace
 
+DType serving_dtype(const ModelSpec& model, std::optional<DType> dtype, std::optional<DType> weight_dtype) {
+  if (dtype) return *dtype;
+  if (weight_dtype && is_float_storage(*weight_dtype)) return *weight_dtype;
+  return model.dtype == DType::kFP32 ? DType::kFP16 : model.dtype;
+}
+
 Bytes ServeReport::weights_bytes() const { return memory.find("weights")->bytes; }
 Bytes ServeReport::activation_bytes() const { return memory.find("activation_workspace")->bytes; }
 Bytes ServeReport::non_torch_bytes() const { return memory.find("non_torch")->bytes; }
@@ -211,10 +216,7 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
     return Error{fmt::format("--prefill-chunk {}: must be a positive number of tokens, or 0 for the whole context",
                              options.prefill_chunk)};
 
-  // vLLM's dtype "auto": the config's torch_dtype, with fp32 models served in fp16 (vllm/config.py).
-  DType base = options.dtype.value_or(
-      options.weights.dtype && is_float_storage(*options.weights.dtype) ? *options.weights.dtype : model.dtype);
-  if (!options.dtype && base == DType::kFP32) base = DType::kFP16;
+  const DType base = serving_dtype(model, options.dtype, options.weights.dtype);
   if (!is_float_storage(base))
     return Error{fmt::format("--dtype {}: the activation/base dtype must be bf16, fp16 or fp32", dtype_name(base))};
   auto quant = resolve_quant(options.weights, base);

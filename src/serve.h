@@ -59,7 +59,7 @@ struct ServeOptions {
   int64_t tp = 1;
   std::optional<DType> dtype;  // base/activation dtype; unset: the model's (fp32 models run in fp16, as vLLM does)
   WeightQuantOptions weights;
-  KvCacheOptions kv;          // kv.tp is overwritten by tp
+  KvCacheOptions kv;          // kv.tp is overwritten by tp; kv.dtype is the cache type (vLLM "auto": serving_dtype)
   int64_t prefill_chunk = 0;  // P: tokens per forward pass; 0 = the whole context of one sequence
   bool flash_attention = true;
   std::optional<Bytes> activation_peak;  // measured peak: replaces the modelled workspace
@@ -81,6 +81,11 @@ struct ServeReport {
   Bytes non_torch_bytes() const;
   Bytes total() const { return memory.total(); }
 };
+
+/// vLLM's dtype "auto": the given dtype, else a 16/32-bit weight dtype, else the config's torch_dtype,
+/// with fp32 models served in fp16 (vllm/config.py _get_and_verify_dtype).
+/// Example: serving_dtype(gpt2 /* float32 */, {}, {}) == DType::kFP16.
+DType serving_dtype(const ModelSpec& model, std::optional<DType> dtype, std::optional<DType> weight_dtype);
 
 /// Example: estimate_serving(llama_3_8b, {.context_len = 8192, .batch = 4})->weights_bytes() == Bytes{16060522496}.
 Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOptions& options);
