@@ -1,31 +1,17 @@
 #include "gpu_catalog.h"
 
-#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
+
+#include "suggest.h"
 
 namespace actmem {
 
 namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kGiB = int64_t{1} << 30;
-
-/// Edit distance for "did you mean", small strings only.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 }  // namespace
 
 // Totals are what the CUDA/HIP runtime reports for the whole device (torch prints it in whole MiB as
@@ -60,13 +46,11 @@ Expected<GpuSpec> find_gpu(std::string_view name) {
   const auto& catalog = gpu_catalog();
   for (const auto& g : catalog)
     if (g.name == name) return g;
-  const GpuSpec* best = &catalog.front();
-  for (const auto& g : catalog)
-    if (edit_distance(g.name, name) < edit_distance(best->name, name)) best = &g;
-  std::string names;
-  for (const auto& g : catalog) names += (names.empty() ? "" : ", ") + std::string(g.name);
-  return Error{fmt::format("--gpu '{}': unknown GPU; did you mean '{}'? Known: {}; or give --gpu-memory 80GiB", name,
-                           best->name, names)};
+  std::vector<std::string> names;
+  for (const auto& g : catalog) names.emplace_back(g.name);
+  const auto guess = closest_match(name, names);
+  return Error{fmt::format("--gpu '{}': unknown GPU; {}known: {}; or give --gpu-memory 80GiB", name,
+                           guess ? fmt::format("did you mean '{}'? ", *guess) : "", fmt::join(names, ", "))};
 }
 
 }  // namespace actmem
