@@ -161,8 +161,7 @@ Expected<KvCacheReport> estimate_kv_cache(const ModelSpec& model, const KvCacheO
     report.batch = batch;
     report.breakdown.title = "KV cache";
     for (const auto& g : layout->groups) {
-      // The group's per-token factors, then the tokens it holds and the batch.
-      std::vector<Factor> factors;
+      // The group's per-token bytes, then the tokens it holds and the batch.
       const std::string per_token_formula = g.per_token.formula;
       const int64_t held = layout->tokens_held(g, context_len);
       std::string tokens_symbol = "T";
