@@ -1,0 +1,84 @@
+// `actmem serve` driven in-process through CLI11, with the real preset loader.
+#include "serve_cli.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace actmem::cli {
+namespace {
+
+struct CliRun {
+  int rc = 0;
+  std::string out;
+  std::string err;
+};
+
+CliRun run_serve(std::vector<std::string> args) {
+  CLI::App app;
+  auto runner = add_serve_command(app);
+  args.insert(args.begin(), "serve");
+  std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+  app.parse(args);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  CliRun r;
+  r.rc = runner();
+  r.out = ::testing::internal::GetCapturedStdout();
+  r.err = ::testing::internal::GetCapturedStderr();
+  return r;
+}
+
+// The contract keys, for Llama-3-8B in bf16 (131072 B of KV per token).
+TEST(ServeCli, JsonContract) {
+  CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "8192", "--batch", "4", "--kv-dtype", "bf16", "--tp",
+                     "1", "--block-size", "16", "--prefill-chunk", "2048", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"]["per_token_bytes"], 131072);
+  EXPECT_EQ(j["kv_cache"]["total_bytes"], int64_t{4} * 8192 * 131072);
+  EXPECT_EQ(j["memory"]["weights_bytes"], int64_t{16'060'522'496});
+  EXPECT_GT(j["memory"]["total_bytes"].get<int64_t>(), j["memory"]["weights_bytes"].get<int64_t>());
+  EXPECT_FALSE(j.contains("capacity"));
+}
+
+// vllm-project/vllm issue #12330 through the command line: 5694 blocks against the logged 5691.
+TEST(ServeCli, CapacityWithMeasuredAmounts) {
+  CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "8192", "--gpu-memory", "39.50GiB",
+                     "--gpu-memory-utilization", "0.9", "--activation-peak", "9.37GiB", "--non-torch-memory",
+                     "0.10GiB", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["capacity"]["kv_blocks"], 5694);
+  EXPECT_EQ(j["capacity"]["max_sequences"], 11);
+  EXPECT_EQ(j["capacity"]["max_context_len"], 8192);
+}
+
+TEST(ServeCli, TableNamesEveryTerm) {
+  CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "4096", "--gpu", "h100-80gb"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* s : {"weights (bf16)", "KV cache (bf16, 1 × 4096 tokens)", "activation workspace", "non-torch",
+                        "16060522496", "max sequences of 4096 tokens", "GiB"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+TEST(ServeCli, BadInputIsOneLineAndExit2) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--model", "llama-3-8b", "--context-len", "1024", "--tp", "3"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--kv-dtype", "int4"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--gpu", "h100"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--gpu-memory", "80 parsecs"},
+       }) {
+    CliRun r = run_serve(args);
+    EXPECT_EQ(r.rc, 2) << args[5];
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(args[4]), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace actmem::cli
