@@ -12,6 +12,7 @@
 
 #include "presets.h"
 #include "render.h"
+#include "serve_cli.h"
 #include "spellcheck.h"
 #include "text_table.h"  // models listing, digit grouping
 #include "training.h"
@@ -237,6 +238,7 @@ const Command kCommands[] = {
     {"estimate", add_estimate},
     {"explain", add_explain},
     {"models", add_models},
+    {"serve", add_serve_command},
 };
 
 }  // namespace

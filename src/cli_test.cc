@@ -108,7 +108,7 @@ TEST(Cli, BadInputIsOneLineAndExitCode2) {
       {"estimate --params 7e9 --dp 6 --ep 4 --model x", "--ep"},
       {"estimat", "did you mean 'estimate'"},
       {"estimate --tp", "--tp"},
-      {"estimate --reserve 2 parsecs", "--reserve"},
+      {"estimate --reserve '2 parsecs'", "--reserve"},
       {"estimate --hidden-dropout 1.5", "--hidden-dropout"},
   };
   for (const auto& c : cases) {

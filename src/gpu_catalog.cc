@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "suggest.h"
+#include "spellcheck.h"
 
 namespace actmem {
 
@@ -46,9 +46,9 @@ Expected<GpuSpec> find_gpu(std::string_view name) {
   const auto& catalog = gpu_catalog();
   for (const auto& g : catalog)
     if (g.name == name) return g;
-  std::vector<std::string> names;
+  std::vector<std::string_view> names;
   for (const auto& g : catalog) names.emplace_back(g.name);
-  const auto guess = closest_match(name, names);
+  const auto guess = closest_name(name, names);
   return Error{fmt::format("--gpu '{}': unknown GPU; {}known: {}; or give --gpu-memory 80GiB", name,
                            guess ? fmt::format("did you mean '{}'? ", *guess) : "", fmt::join(names, ", "))};
 }
