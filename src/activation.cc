@@ -87,6 +87,14 @@ struct NormSaves {
   bool normalized;  // x·rstd cast back to the activation dtype, saved by the `weight *` multiply
 };
 
+/// What the MoE block keeps beyond its experts' MLPs (HF: the MixtralSparseMoeBlock loop, verified
+/// in validation/EXPECTED.md; Megatron: permute/unpermute, not yet measured).
+struct MoeSaves {
+  bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
+  int index_bytes;        // per routed row: torch.where's (row, token) pair is one (n, 2) int64 storage
+  bool index_add_source;  // index_add_ keeps its source, the weighted expert output
+};
+
 struct FrameworkRules {
   Framework framework;
   NormSaves rms_norm;
@@ -100,6 +108,9 @@ struct FrameworkRules {
   bool flash_pads_v;        // MLA with flash: v padded to the q/k head dim (HF DeepSeek-V3)
   bool router_input_fp32;   // DeepSeek-V3 gate: F.linear(x.float(), w.float()) keeps an fp32 copy of x
   const char* loss_name;    // what the loss keeps: HF log_softmax, Megatron's fused softmax
+  MoeSaves moe;
+  bool embedding_dropout_is_hidden;  // Megatron applies hidden_dropout to the embeddings
+  bool position_ids_batched;         // Megatron collates position ids as (b, s); HF passes (1, s)
 };
 
 constexpr std::array<FrameworkRules, 2> kRules{{
@@ -109,14 +120,16 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
      /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
-     /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax"},
+     /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax",
+     /*moe=*/{true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
     // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
     {Framework::kMegatron,
      /*rms_norm=*/{true, false, false, true, false},
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
      /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
-     /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax"},
+     /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax",
+     /*moe=*/{false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
 }};
 
 const FrameworkRules& rules_for(Framework f) {
@@ -437,6 +450,8 @@ int moe(Graph& g, const Context& c, int x) {
                "fp32 softmax/sigmoid scores, kept by their backward"));
   g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64));
   g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
+  if (c.rules.moe.topk_row_sums)
+    g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
 
   // Rows each GPU's experts process: k·s·b/ep with balanced routing (dropless), or the padded
   // capacity E·⌈cf·k·s·b/E⌉/ep with a capacity factor.
@@ -453,11 +468,15 @@ int moe(Graph& g, const Context& c, int x) {
   if (c.options.parallel.cp > 1) rows_factor.symbol = rows_factor.symbol + " (s/cp)";
   const std::vector<Factor> rows{rows_factor};
   int dispatched = g.add("moe.dispatched", grp, "dispatch", cat(rows, {c.h}), c.e, "tokens gathered per expert");
-  g.save(g.add("moe.token_index", grp, "dispatch", rows, DType::kINT64));
+  const auto index_shape =
+      c.rules.moe.index_bytes == 16 ? cat(rows, {Factor{"2", 2}}) : rows;  // (row, token) pairs
+  g.save(g.add("moe.token_index", grp, "dispatch", index_shape, DType::kINT64));
   const Factor expert_ffn = split("fe", spec.expert_ffn, "t", c.tp);
   int expert_out = mlp(g, c, dispatched, rows, expert_ffn, "moe.experts", grp);
   g.save(expert_out);  // scaled by its routing weight: the mul keeps both
   g.save(g.add("moe.combine_weights", grp, "combine", rows, c.e));
+  if (c.rules.moe.index_add_source)
+    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), c.e, "index_add_ keeps its source"));
   int out = g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e);
   if (spec.shared_ffn > 0) {
     int shared = mlp(g, c, x, {c.s_tp, c.b}, split("fs", spec.shared_ffn, "t", c.tp), "moe.shared", grp);
@@ -498,10 +517,15 @@ Graph build_embedding(const Context& c) {
   const Factor s_ids{c.options.parallel.cp > 1 ? "s/cp" : "s", c.seq_local};
   g.save(g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64));
   if (c.model.learned_positions)
-    g.save(g.add("embedding.position_ids", Group::kEmbedding, "embedding", {s_ids}, DType::kINT64));
+    g.save(g.add("embedding.position_ids", Group::kEmbedding, "embedding",
+                 c.rules.position_ids_batched ? std::vector<Factor>{s_ids, c.b} : std::vector<Factor>{s_ids},
+                 DType::kINT64));
   const std::vector<Factor> hidden{c.s_rep, c.b, c.h};
   int emb = g.add("embedding.out", Group::kEmbedding, "embedding", hidden, c.e);
-  dropout(g, emb, c.model.embedding_dropout, hidden, "embedding", Group::kEmbedding, c.e);
+  const double p = c.rules.embedding_dropout_is_hidden
+                       ? c.hidden_p
+                       : c.options.hidden_dropout.value_or(c.model.embedding_dropout);
+  dropout(g, emb, p, hidden, "embedding", Group::kEmbedding, c.e);
   return g;
 }
 
@@ -727,7 +751,13 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   const Graph shared = build_shared(c);
   report.embedding = embedding.bytes(Recompute::kNone);
   report.head_loss = head.bytes(Recompute::kNone);
-  report.shared = shared.bytes(Recompute::kNone);
+  // HF's checkpointed layers bind cos/sin in a closure (not saved): the tables are kept only when
+  // some layer runs without full recomputation.
+  const int64_t chunk_layers_all = model.num_layers / (o.parallel.pp * o.parallel.vpp);
+  const bool some_layer_not_recomputed =
+      o.recompute != Recompute::kFull ||
+      (o.checkpoint_every == 0 && o.recompute_layers >= 0 && o.recompute_layers < chunk_layers_all);
+  report.shared = some_layer_not_recomputed ? shared.bytes(Recompute::kNone) : Bytes{0};
 
   const size_t middle = model.layers.size() / 2;
   const LayerKind& mid = kinds[kind_of[middle]];
@@ -809,6 +839,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
       if (st.saved(o.recompute)) report.tensors.push_back(to_saved(st, "layer"));
   }
   for (const auto* region : {&embedding, &head, &shared}) {
+    if (region == &shared && report.shared == Bytes{0}) continue;
     const char* name = region == &embedding ? "embedding" : region == &head ? "head" : "shared";
     for (const auto& st : region->storages)
       if (st.saved(Recompute::kNone)) report.tensors.push_back(to_saved(st, name));
@@ -846,6 +877,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     report.breakdown.add(std::move(term));
   }
   for (const auto* region : {&embedding, &head, &shared}) {
+    if (region == &shared && report.shared == Bytes{0}) continue;
     std::vector<const Storage*> parts;
     Bytes sum{0};
     for (const auto& st : region->storages)
