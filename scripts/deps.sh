@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs actmem's build and test dependencies from Debian 12 (as root). Skips apt when all are present.
+set -euo pipefail
+packages=(cmake ninja-build g++ make nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
+          python3 python3-torch)
+[ "${ACTMEM_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,226 @@
+#include "render.h"
+
+#include <fmt/format.h>
+
+#include "text_table.h"
+
+namespace actmem {
+
+namespace {
+
+nlohmann::json terms_json(const Breakdown& b) {
+  auto arr = nlohmann::json::array();
+  for (const auto& t : b.terms) arr.push_back(term_json(t));
+  return arr;
+}
+
+nlohmann::json shape_json(const std::vector<Factor>& shape) {
+  auto arr = nlohmann::json::array();
+  for (const auto& f : shape) arr.push_back({{"symbol", f.symbol}, {"value", f.value}});
+  return arr;
+}
+
+std::string header(const TrainingRequest& r) {
+  const auto& o = r.options;
+  const auto& p = o.static_options.parallel;
+  std::string out;
+  if (r.model)
+    out += fmt::format("Model      {} (model_type {}: L={} h={} a={} kv={} d={} V={})\n", r.model_name,
+                       r.model->model_type, r.model->num_layers, r.model->hidden, r.model->num_heads,
+                       r.model->num_kv_heads, r.model->head_dim, r.model->vocab);
+  else
+    out += fmt::format("Model      {}\n", r.model_name);
+  if (r.model)
+    out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
+                       o.activation.seq_len, o.activation.micro_batch, dtype_name(o.activation.dtype),
+                       framework_name(o.activation.framework), attention_name(o.activation.attention),
+                       recompute_name(o.activation.recompute));
+  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}\n", dtype_name(o.static_options.weight_dtype),
+                     dtype_name(o.static_options.grad_dtype), optimizer_name(o.static_options.optimizer),
+                     o.static_options.zero_stage, o.static_options.offload_optimizer ? ", optimizer offloaded" : "");
+  out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
+                     p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "", p.cp, p.ep,
+                     p.num_micro_batches > 0 ? fmt::format(", {} micro-batches", p.num_micro_batches) : "");
+  return out;
+}
+
+void add_term_row(TextTable& t, const Term& term) {
+  t.add_row({{term.label},
+             {fmt::format("{:.2f}", term.bytes.gib()), true},
+             {group_digits(term.bytes.count()), true},
+             {term.exactness == Exactness::kExact ? "exact" : "allowance"}});
+}
+
+}  // namespace
+
+std::string bytes_cell(Bytes b) { return fmt::format("{:.2f} GiB  ({} B)", b.gib(), group_digits(b.count())); }
+
+nlohmann::json term_json(const Term& t) {
+  nlohmann::json j = {{"key", t.key},          {"label", t.label},      {"formula", t.formula},
+                      {"substituted", t.substituted}, {"bytes", t.bytes.count()},
+                      {"exact", t.exactness == Exactness::kExact}};
+  if (!t.note.empty()) j["note"] = t.note;
+  return j;
+}
+
+nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e) {
+  const auto& o = r.options;
+  const auto& p = o.static_options.parallel;
+  nlohmann::json j;
+  j["model"] = {{"name", r.model_name}};
+  if (r.model) {
+    j["model"]["model_type"] = r.model->model_type;
+    j["model"]["num_layers"] = r.model->num_layers;
+    j["model"]["hidden_size"] = r.model->hidden;
+  }
+  j["inputs"] = {{"seq_len", o.activation.seq_len},
+                 {"micro_batch", o.activation.micro_batch},
+                 {"dtype", dtype_name(o.activation.dtype)},
+                 {"framework", framework_name(o.activation.framework)},
+                 {"attention", attention_name(o.activation.attention)},
+                 {"recompute", recompute_name(o.activation.recompute)},
+                 {"weight_dtype", dtype_name(o.static_options.weight_dtype)},
+                 {"grad_dtype", dtype_name(o.static_options.grad_dtype)},
+                 {"optimizer", optimizer_name(o.static_options.optimizer)},
+                 {"zero", o.static_options.zero_stage},
+                 {"offload_optimizer", o.static_options.offload_optimizer},
+                 {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
+                 {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
+                 {"reserve_bytes", o.reserve.count()}};
+  j["params"] = {{"total", e.params.total()},
+                 {"active", e.params.active()},
+                 {"non_embedding", e.params.non_embedding()},
+                 {"embedding", e.params.embedding},
+                 {"lm_head", e.params.lm_head},
+                 {"per_gpu", e.static_memory.stage.total()}};
+  const Term* transient = e.memory.find("transient");
+  const Bytes activations = e.activations ? e.activations->in_flight : Bytes{0};
+  j["memory"] = {{"weights_bytes", e.static_memory.weights.count()},
+                 {"gradients_bytes", e.static_memory.gradients.count()},
+                 {"optimizer_bytes", e.static_memory.optimizer.count()},
+                 {"cpu_optimizer_bytes", e.static_memory.cpu_optimizer.count()},
+                 {"static_bytes", e.static_memory.total().count()},
+                 {"activations_bytes", activations.count()},
+                 {"transient_bytes", transient ? transient->bytes.count() : 0},
+                 {"reserve_bytes", o.reserve.count()},
+                 {"total_bytes", e.total().count()},
+                 {"pipeline_stage", e.static_memory.stage.stage},
+                 {"terms", terms_json(e.memory)}};
+  nlohmann::json a;
+  if (e.activations) {
+    const auto& act = *e.activations;
+    a = {{"per_layer_bytes", act.per_layer.count()},
+         {"total_bytes", act.total.count()},
+         {"in_flight_bytes", act.in_flight.count()},
+         {"recompute_peak_bytes", act.recompute_peak.count()},
+         {"forward_flops", act.forward_flops},
+         {"recompute_flops", act.recompute_flops},
+         {"terms", terms_json(act.breakdown)},
+         {"notes", act.notes}};
+    auto tensors = nlohmann::json::array();
+    for (const auto& t : act.tensors)
+      tensors.push_back({{"name", t.name},
+                         {"region", t.region},
+                         {"op", t.op},
+                         {"shape", shape_json(t.shape)},
+                         {"dtype", dtype_name(t.dtype)},
+                         {"bytes", t.bytes.count()},
+                         {"formula", t.formula},
+                         {"note", t.note}});
+    a["tensors"] = tensors;
+  } else {
+    a = {{"per_layer_bytes", nullptr}, {"total_bytes", nullptr}, {"in_flight_bytes", nullptr},
+         {"tensors", nlohmann::json::array()}};
+  }
+  j["activations"] = a;
+  j["transients"] = terms_json(e.transients);
+  j["notes"] = e.notes;
+  return j;
+}
+
+std::string render_training_table(const TrainingRequest& r, const TrainingEstimate& e) {
+  std::string out = header(r);
+
+  TextTable params;
+  params.add_row({{"total"}, {group_digits(e.params.total()), true}});
+  if (!e.param_only) {
+    params.add_row({{"non-embedding"}, {group_digits(e.params.non_embedding()), true}});
+    params.add_row({{"active per token"}, {group_digits(e.params.active()), true}});
+  }
+  params.add_row({{"on this GPU (before ZeRO)"}, {group_digits(e.static_memory.stage.total()), true}});
+  out += "\nParameters\n" + params.render();
+
+  TextTable mem;
+  mem.add_row({{"term"}, {"GiB", true}, {"bytes", true}, {"kind"}});
+  mem.add_rule();
+  for (const auto& t : e.memory.terms) add_term_row(mem, t);
+  mem.add_rule();
+  mem.add_row({{"Total per GPU"}, {fmt::format("{:.2f}", e.total().gib()), true}, {group_digits(e.total().count()), true},
+               {fmt::format("({:.2f} GB)", e.total().gb())}});
+  out += "\n" + e.memory.title + "\n" + mem.render();
+
+  if (e.activations) {
+    const auto& act = *e.activations;
+    TextTable at;
+    at.add_row({{"one layer (middle)"}, {format_binary(act.per_layer), true}, {group_digits(act.per_layer.count()), true}});
+    at.add_row({{"whole model, one micro-batch"}, {format_binary(act.total), true}, {group_digits(act.total.count()), true}});
+    at.add_row({{"in flight on this GPU"}, {format_binary(act.in_flight), true}, {group_digits(act.in_flight.count()), true}});
+    if (act.recompute_peak.count() > 0)
+      at.add_row({{"+ peak while recomputing a segment"}, {format_binary(act.recompute_peak), true},
+                  {group_digits(act.recompute_peak.count()), true}});
+    out += "\nActivations\n" + at.render();
+    if (!act.breakdown.terms.empty()) {
+      TextTable bt;
+      for (const auto& t : act.breakdown.terms)
+        bt.add_row({{t.label}, {t.formula}, {format_binary(t.bytes), true}});
+      out += "\n" + (act.breakdown.title.empty() ? std::string("Activation terms") : act.breakdown.title) + "\n" +
+             bt.render();
+    }
+    for (const auto& n : act.notes) out += "note: " + n + "\n";
+  }
+  if (!e.transients.terms.empty()) {
+    TextTable tt;
+    for (const auto& t : e.transients.terms) {
+      const bool counted = t.key == e.peak_transient_key;
+      tt.add_row({{t.label}, {format_binary(t.bytes), true}, {counted ? "counted" : "not coincident"}});
+    }
+    out += "\n" + e.transients.title + "\n" + tt.render();
+  }
+  for (const auto& n : e.notes) out += "note: " + n + "\n";
+  out += "\n'exact' terms are arithmetic on tensor shapes (activations are held to measured PyTorch in validation/);\n"
+         "'allowance' terms are settings you can change.\n";
+  return out;
+}
+
+std::string render_training_explain(const TrainingRequest& r, const TrainingEstimate& e) {
+  std::string out = header(r);
+  auto explain = [&out](const Breakdown& b) {
+    out += "\n" + b.title + "\n";
+    for (const auto& t : b.terms) {
+      out += fmt::format("  {}\n    {} = {} = {} B ({})\n", t.label, t.formula, t.substituted,
+                         group_digits(t.bytes.count()), format_binary(t.bytes));
+      if (!t.note.empty()) out += "    why: " + t.note + "\n";
+    }
+    out += fmt::format("  sum = {} B ({})\n", group_digits(b.total().count()), format_binary(b.total()));
+  };
+  explain(e.memory);
+  if (e.activations) {
+    const auto& act = *e.activations;
+    out += "\nSaved tensors, one middle layer and the model's other regions (deduplicated by storage)\n";
+    for (const auto& t : act.tensors) {
+      std::string values;
+      for (size_t i = 0; i < t.shape.size(); ++i)
+        values += fmt::format("{}{}", i ? " × " : "", t.shape[i].value);
+      if (values.empty()) values = "-";
+      out += fmt::format("  [{}] {} ({}, {}): {} = {} = {} B{}\n", t.region, t.name, t.op, dtype_name(t.dtype),
+                         t.formula, values, group_digits(t.bytes.count()), t.note.empty() ? "" : "  — " + t.note);
+    }
+    explain(act.breakdown);
+    for (const auto& n : act.notes) out += "note: " + n + "\n";
+  }
+  if (!e.transients.terms.empty()) explain(e.transients);
+  for (const auto& n : e.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace actmem

@@ -1,0 +1,73 @@
+// Static training memory per GPU: weights, gradients and optimizer state, which depend on the
+// parameters only (not on sequence or batch), sharded by TP, PP, EP and ZeRO/FSDP over DP.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "breakdown.h"
+#include "dtype.h"
+#include "expected.h"
+#include "parallel.h"
+#include "params.h"
+
+namespace actmem {
+
+enum class Optimizer { kAdamW, kAdamW8bit, kSGD };
+
+Expected<Optimizer> parse_optimizer(const std::string& text);
+const char* optimizer_name(Optimizer o);
+
+struct StaticOptions {
+  DType weight_dtype = DType::kBF16;
+  DType grad_dtype = DType::kBF16;  // bf16 gives the classic 16 bytes/param; fp32 accumulation gives 18
+  Optimizer optimizer = Optimizer::kAdamW;
+  int zero_stage = 0;               // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
+  bool offload_optimizer = false;   // optimizer state (and fp32 master weights) live in CPU memory
+  ParallelLayout parallel;
+};
+
+/// Bytes per parameter of each part, before sharding.
+/// Example: mixed-precision AdamW (bf16 weights and grads): 2 + 2 + 12 = 16.
+struct BytesPerParam {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;  // fp32 master copy (when weights are not fp32) + moments (+ 8-bit block scales)
+  std::string optimizer_formula;  // "4 (fp32 master) + 4 (m) + 4 (v)"
+};
+BytesPerParam bytes_per_param(const StaticOptions& options);
+
+/// Parameters one GPU of pipeline stage `stage` holds, after TP/EP sharding (before ZeRO).
+struct StageParams {
+  int64_t stage = 0;
+  int64_t first_layer = 0;
+  int64_t num_layers = 0;
+  int64_t dense = 0;   // sharded over the data-parallel group by ZeRO
+  int64_t expert = 0;  // routed-expert parameters, sharded over the expert-data-parallel group (dp/ep)
+  int64_t total() const { return dense + expert; }
+};
+
+/// The layers each pipeline stage holds: L/pp each, the first L mod pp stages one more
+/// (Megatron requires an even split unless told otherwise; uneven splits are shown as such).
+std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelLayout& layout);
+
+struct StaticMemory {
+  StageParams stage;        // the most loaded stage (largest static bytes per GPU)
+  int64_t num_stages = 1;
+  Bytes weights;            // per GPU
+  Bytes gradients;
+  Bytes optimizer;
+  Bytes cpu_optimizer;      // with offload: what moved to host memory
+  Bytes total() const { return weights + gradients + optimizer; }
+  Breakdown breakdown;      // the terms above with formulas
+};
+
+/// Example: 7.5e9 params, ZeRO-3 over 64 GPUs, mixed AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
+Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options);
+
+/// A ParamCounts for a parameter-count-only model (`--params 7.5e9`): nothing is known of its
+/// structure, so all parameters are TP-splittable and spread over `pp` equal pseudo-layers.
+ParamCounts param_only_counts(int64_t params, int64_t pp);
+
+}  // namespace actmem

@@ -1,0 +1,132 @@
+"""The hand formulas of EXPECTED.md as code, term by term, so they are checked against the
+measurement of every case (`run_validation.py --check-formulas`). Symbols as in
+activation-rules.md: s, b, h, a, kv, d, f, V, e (bytes per activation element); T = s·b tokens;
+E experts, k experts per token (MoE). Each term is (name, formula text, bytes).
+"""
+import models
+
+
+def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
+    s, b, h, a, kv, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    ph, pa = run.hidden_dropout > 0, run.attention_dropout > 0
+    gpt, hf = cfg.family == "gpt2", run.framework == "hf"
+    eager = run.attention == "eager"
+    t = []
+    if run.recompute == "full":
+        return [("layer input (checkpoint)", "e·T·h", e * T * h)]
+
+    def norm(label):
+        if gpt:
+            t.extend([(f"{label} LayerNorm input", "e·T·h", e * T * h), (f"{label} fp32 mean+rstd", "8·T", 8 * T)])
+        elif hf:
+            t.extend([
+                (f"{label} RMSNorm fp32 x (copy if e=2, x itself if e=4)", "4·T·h", 4 * T * h),
+                (f"{label} RMSNorm rsqrt fp32", "4·T", 4 * T),
+                (f"{label} RMSNorm normalized x (act dtype)", "e·T·h", e * T * h),
+            ])  # fmt: skip
+        else:
+            t.extend([(f"{label} RMSNorm input", "e·T·h", e * T * h), (f"{label} fp32 rstd", "4·T", 4 * T)])
+        t.append((f"{label} output = next linear input", "e·T·h", e * T * h))
+
+    norm("norm1")
+    # ---- attention
+    qkv_storage = ("fused QKV output (alive through views)", "e·T·(a+2kv)·d", e * T * (a + 2 * kv) * d)
+    if hf and gpt:
+        if eager:
+            t.append(("q, k, v copies made by matmul's reshape", "3·e·T·a·d", 3 * e * T * a * d))
+        else:
+            t.append(qkv_storage)
+    elif hf:
+        t.append(("q after RoPE", "e·T·a·d", e * T * a * d))
+        if eager:
+            t.append(("k (repeat_kv copy, or RoPE output if a=kv)", "e·T·a·d", e * T * a * d))
+            t.append(("v (repeat_kv copy, or matmul's copy if a=kv)", "e·T·a·d", e * T * a * d))
+        else:
+            t.append(("k after RoPE (kv heads)", "e·T·kv·d", e * T * kv * d))
+            t.append(("v = v_proj output (kv heads)", "e·T·kv·d", e * T * kv * d))
+    else:  # megatron
+        keeps_qkv_storage = gpt or not eager or run.recompute == "selective" or a == kv
+        if not gpt:
+            t.append(("q after fused RoPE", "e·T·a·d", e * T * a * d))
+            if eager and run.recompute != "selective" and a > kv:
+                t.append(("k expanded to a heads (copy)", "e·T·a·d", e * T * a * d))
+                t.append(("v expanded to a heads (copy)", "e·T·a·d", e * T * a * d))
+            else:
+                t.append(("k after fused RoPE (kv heads)", "e·T·kv·d", e * T * kv * d))
+        if keeps_qkv_storage:
+            t.append(qkv_storage)
+    core_saved = not (run.framework == "megatron" and run.recompute == "selective")
+    if eager and core_saved:
+        if hf and not gpt:
+            t.append(("softmax output fp32", "4·b·a·s²", 4 * b * a * s * s))
+            if not pa and e == 2:
+                t.append(("probabilities cast to act dtype", "e·b·a·s²", e * b * a * s * s))
+        else:
+            t.append(("softmax output (act dtype)", "e·b·a·s²", e * b * a * s * s))
+        if pa:
+            t.append(("attention dropout bool mask", "b·a·s²", b * a * s * s))
+            t.append(("attention dropout output", "e·b·a·s²", e * b * a * s * s))
+    if not eager and core_saved:
+        t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    t.append(("attention output = o_proj input", "e·T·a·d", e * T * a * d))
+    if ph and (gpt or not hf):
+        t.append(("hidden dropout bool mask (after o_proj)", "T·h", T * h))
+    norm("norm2")
+    # ---- MLP
+    if cfg.family == "mixtral":
+        E, k = cfg.experts, cfg.top_k
+        t.extend([
+            ("router softmax fp32", "4·T·E", 4 * T * E),
+            ("top-k indices int64", "8·T·k", 8 * T * k),
+            ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
+            ("routing weight sum fp32", "4·T", 4 * T),
+            ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
+            ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
+            ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
+            ("expert output (saved by the routing-weight mul)", "e·k·T·h", e * k * T * h),
+            ("routing weight column (mul)", "e·k·T", e * k * T),
+            ("weighted expert output (index_add_ source)", "e·k·T·h", e * k * T * h),
+        ])  # fmt: skip
+    elif hf and gpt:
+        t.append(("gelu_new: x, tanh, 0.5·x, 1+tanh, c_proj input", "5·e·T·f", 5 * e * T * f))
+    elif hf:
+        t.append(("SwiGLU: silu input, silu output, up output, down input", "4·e·T·f", 4 * e * T * f))
+    elif gpt:
+        t.append(("bias-GeLU input, fc2 input", "2·e·T·f", 2 * e * T * f))
+    else:
+        t.append(("SwiGLU kernel input [gate|up], fc2 input", "3·e·T·f", 3 * e * T * f))
+    if ph and (gpt or not hf):
+        t.append(("hidden dropout bool mask (after fc2)", "T·h", T * h))
+    return t
+
+
+def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
+    s, b, h, d, V = run.seq_len, run.micro_batch, cfg.hidden, cfg.head_dim, cfg.vocab
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    gpt, hf = cfg.family == "gpt2", run.framework == "hf"
+    t = [("input ids int64 (embedding)", "8·T", 8 * T)]
+    if gpt:
+        t.append(("position ids int64", "8·s" if hf else "8·T", 8 * s if hf else 8 * T))
+    if run.hidden_dropout > 0 and (gpt or not hf):
+        t.append(("embedding dropout bool mask", "T·h", T * h))
+    if hf and not gpt and run.recompute != "full":
+        t.append(("RoPE cos + sin (shared by all layers)", "2·e·s·d", 2 * e * s * d))
+    if gpt:
+        t.extend([("final LayerNorm input", "e·T·h", e * T * h), ("final LN fp32 mean+rstd", "8·T", 8 * T)])
+    elif hf:
+        t.extend([("final RMSNorm fp32 x", "4·T·h", 4 * T * h), ("final RMSNorm rsqrt", "4·T", 4 * T),
+                  ("final RMSNorm normalized x", "e·T·h", e * T * h)])  # fmt: skip
+    else:
+        t.extend([("final RMSNorm input", "e·T·h", e * T * h), ("final RMSNorm fp32 rstd", "4·T", 4 * T)])
+    t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
+    label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
+    t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
+    return t
+
+
+def expected(cfg: models.ModelConfig, run: models.RunConfig):
+    """(per_layer_bytes, total_bytes, layer terms, outside terms)."""
+    layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
+    per_layer = sum(x[2] for x in layer)
+    return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside

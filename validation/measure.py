@@ -1,0 +1,131 @@
+"""Measure activation memory of a reference model: the distinct storages its forward pass saves
+for backward (activation-rules.md), observed with torch.autograd.graph.saved_tensors_hooks.
+
+  * each storage counts once (keyed by its data_ptr; every saved storage is kept alive by the
+    graph until backward, so no address can be reused by another saved storage meanwhile);
+  * a saved view counts its whole storage (storage().nbytes());
+  * parameters and buffers are excluded, and so are 0-dim tensors (wrapped Python scalars such as
+    the 2 in x / 2, nll_loss's total_weight: at most 8 bytes each, and on CUDA the wrapped
+    scalars are host tensors);
+  * a storage belongs to the region (embedding / layer i / head) where it was first saved; one
+    saved by two or more layers (RoPE cos/sin) is "shared": outside per_layer_bytes, inside
+    total_bytes.
+
+Only the forward pass is hooked: recomputation during backward (torch.utils.checkpoint) is never
+counted. The reentrant checkpoint is used because its Function saves the layer inputs through
+save_for_backward, which the hooks see; the non-reentrant one keeps inputs in a closure and its
+own hooks hide everything (checked: the hooks see nothing at all under it).
+"""
+import dataclasses
+
+import torch
+
+import models
+
+
+@dataclasses.dataclass
+class SavedStorage:
+    bytes: int
+    shape: tuple
+    dtype: str
+    region: str  # region of the first save
+    regions: set
+    savers: set  # grad_fn class names that hold it
+
+
+@dataclasses.dataclass
+class Measurement:
+    per_layer_bytes: int
+    total_bytes: int
+    middle_layer: int
+    shared_bytes: int
+    region_bytes: dict
+    storages: list  # SavedStorage, in first-save order
+
+
+def _storage_key(t):
+    return t.storage().data_ptr()
+
+
+def _saver_names(root, by_key):
+    """Walk the autograd graph and note which node type saved each storage."""
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        saved = []
+        for name in dir(node):
+            if name.startswith("_saved_"):
+                try:
+                    value = getattr(node, name)
+                except RuntimeError:
+                    continue
+                saved.extend(value if isinstance(value, (tuple, list)) else [value])
+        if hasattr(node, "saved_tensors"):  # custom Functions (incl. reentrant checkpoint)
+            try:
+                saved.extend(node.saved_tensors)
+            except RuntimeError:
+                pass
+        for t in saved:
+            if isinstance(t, torch.Tensor) and t.dim() > 0 and _storage_key(t) in by_key:
+                by_key[_storage_key(t)].savers.add(type(node).__name__)
+        stack.extend(fn for fn, _ in node.next_functions)
+
+
+def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=False):
+    model = models.build(cfg, run, seed)
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=generator)
+    labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=generator)
+    excluded = {_storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+    by_key = {}
+
+    def pack(t):
+        if t.dim() == 0 or t.numel() == 0:
+            return t
+        key = _storage_key(t)
+        if key in excluded:
+            return t
+        where = models.current_region()
+        record = by_key.get(key)
+        if record is None:
+            dtype = str(t.dtype).replace("torch.", "")
+            record = SavedStorage(t.storage().nbytes(), tuple(t.shape), dtype, where, set(), set())
+            by_key[key] = record
+        record.regions.add(where)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(input_ids, labels)
+    _saver_names(loss.grad_fn, by_key)
+    if backward:
+        loss.backward()
+
+    layer_regions = lambda r: {x for x in r.regions if x.startswith("layer ")}  # noqa: E731
+    middle = cfg.layers // 2
+    region_bytes, shared = {}, 0
+    for record in by_key.values():
+        if len(layer_regions(record)) > 1:
+            record.region = "shared"
+            shared += record.bytes
+        region_bytes[record.region] = region_bytes.get(record.region, 0) + record.bytes
+    return Measurement(
+        per_layer_bytes=region_bytes.get(f"layer {middle}", 0),
+        total_bytes=sum(r.bytes for r in by_key.values()),
+        middle_layer=middle,
+        shared_bytes=shared,
+        region_bytes=region_bytes,
+        storages=list(by_key.values()),
+    )
+
+
+def format_storages(m: Measurement, only_region=None):
+    lines = [f"    {'region':10s} {'saved by':42s} {'shape':22s} {'dtype':9s} {'bytes':>10s}"]
+    for r in m.storages:
+        if only_region and r.region != only_region:
+            continue
+        savers = ",".join(sorted(r.savers)) or "?"
+        lines.append(f"    {r.region:10s} {savers[:42]:42s} {str(list(r.shape)):22s} {r.dtype:9s} {r.bytes:>10d}")
+    return "\n".join(lines)

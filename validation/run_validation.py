@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""Hold `actmem estimate` to measured PyTorch activation memory, case by case (GitHub issue 4).
+
+  /usr/bin/python3 validation/run_validation.py --actmem build/actmem [--filter SUBSTR]
+  /usr/bin/python3 validation/run_validation.py --list
+  /usr/bin/python3 validation/run_validation.py --measure-only [--filter SUBSTR] [--all-tensors]
+
+Each case writes an HF-style config.json, measures the reference model (models.py) with
+saved-tensor hooks (measure.py) and compares per_layer_bytes and total_bytes with the CLI's JSON
+within TOLERANCE. Exit status 1 when any case fails (or the CLI is missing / errors).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+import expected  # noqa: E402
+import measure  # noqa: E402
+import models  # noqa: E402
+
+TOLERANCE = 0.01  # relative, on per-layer and on total bytes
+
+torch.set_num_threads(2)
+
+# ---------------------------------------------------------------------------------------------
+# model shapes (odd on purpose: h = 320, V = 1003, heads not powers of two, GQA, d != h/a)
+
+GPT2 = dict(family="gpt2", hidden=320, layers=3, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003, max_positions=128)
+GPT2_ODD = dict(GPT2, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, layers=4)
+LLAMA_MHA = dict(family="llama", hidden=320, layers=3, heads=5, kv_heads=5, head_dim=64, ffn=864, vocab=1003, eps=1e-6)
+LLAMA_GQA = dict(LLAMA_MHA, heads=10, kv_heads=2, head_dim=32)
+LLAMA_HD = dict(LLAMA_MHA, heads=6, kv_heads=2, head_dim=80, ffn=736)  # a*d = 480 != h
+LLAMA_TIED = dict(LLAMA_GQA, tie_embeddings=True, layers=2)
+QWEN2 = dict(LLAMA_MHA, family="qwen2", heads=10, kv_heads=2, head_dim=32, attention_bias=True, ffn=1000, vocab=1009)
+MIXTRAL = dict(LLAMA_MHA, family="mixtral", heads=10, kv_heads=2, head_dim=32, ffn=224, experts=4, top_k=2)
+MIXTRAL_TOP1 = dict(MIXTRAL, experts=3, top_k=1, ffn=288)
+MIXTRAL_TOP3 = dict(MIXTRAL, experts=5, top_k=3, ffn=160, heads=6, head_dim=48)
+
+
+def case(name, model, fw, attn, rc, dtype, s, b, hd=0.0, ad=0.0):
+    return dict(
+        name=name,
+        model=models.ModelConfig(**model),
+        run=models.RunConfig(fw, attn, rc, dtype, seq_len=s, micro_batch=b, hidden_dropout=hd, attention_dropout=ad),
+    )
+
+
+CASES = [
+    # GPT-2, HF
+    case("gpt2-hf-eager-none-bf16-drop", GPT2, "hf", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-hf-eager-none-fp32-drop", GPT2, "hf", "eager", "none", "fp32", 37, 2, 0.1, 0.1),
+    case("gpt2-hf-eager-none-bf16-nodrop", GPT2, "hf", "eager", "none", "bf16", 45, 3),
+    case("gpt2-hf-eager-none-bf16-odd", GPT2_ODD, "hf", "eager", "none", "bf16", 29, 5, 0.1, 0.0),
+    case("gpt2-hf-flash-none-bf16-drop", GPT2, "hf", "flash", "none", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-hf-sdpa-none-fp32", GPT2, "hf", "sdpa", "none", "fp32", 37, 3),
+    case("gpt2-hf-eager-full-bf16-drop", GPT2, "hf", "eager", "full", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-hf-flash-full-fp32", GPT2_ODD, "hf", "flash", "full", "fp32", 33, 3, 0.1, 0.0),
+    # GPT, Megatron
+    case("gpt2-megatron-eager-none-bf16-korthikanti", GPT2, "megatron", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-megatron-eager-none-fp32-drop", GPT2, "megatron", "eager", "none", "fp32", 37, 2, 0.1, 0.1),
+    case("gpt2-megatron-eager-none-bf16-nodrop", GPT2_ODD, "megatron", "eager", "none", "bf16", 41, 3),
+    case("gpt2-megatron-flash-none-bf16-drop", GPT2, "megatron", "flash", "none", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-megatron-eager-selective-bf16-drop", GPT2, "megatron", "eager", "selective", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-megatron-flash-selective-fp32", GPT2_ODD, "megatron", "flash", "selective", "fp32", 29, 3),
+    case("gpt2-megatron-eager-full-bf16-drop", GPT2, "megatron", "eager", "full", "bf16", 48, 3, 0.1, 0.1),
+    case("gpt2-megatron-sdpa-none-fp32-odd", GPT2_ODD, "megatron", "sdpa", "none", "fp32", 37, 3, 0.1, 0.0),
+    # Llama, HF
+    case("llama-hf-eager-none-bf16-mha", LLAMA_MHA, "hf", "eager", "none", "bf16", 48, 3),
+    case("llama-hf-eager-none-bf16-gqa", LLAMA_GQA, "hf", "eager", "none", "bf16", 37, 3),
+    case("llama-hf-eager-none-fp32-gqa", LLAMA_GQA, "hf", "eager", "none", "fp32", 37, 3),
+    case("llama-hf-eager-none-bf16-gqa-attndrop", LLAMA_GQA, "hf", "eager", "none", "bf16", 41, 3, 0.0, 0.1),
+    case("llama-hf-eager-none-bf16-headdim", LLAMA_HD, "hf", "eager", "none", "bf16", 33, 3),
+    case("llama-hf-flash-none-bf16-gqa", LLAMA_GQA, "hf", "flash", "none", "bf16", 37, 3),
+    case("llama-hf-flash-none-fp32-headdim", LLAMA_HD, "hf", "flash", "none", "fp32", 45, 3),
+    case("llama-hf-sdpa-none-bf16-headdim", LLAMA_HD, "hf", "sdpa", "none", "bf16", 60, 2),
+    case("llama-hf-flash-none-bf16-tied", LLAMA_TIED, "hf", "flash", "none", "bf16", 37, 3),
+    case("llama-hf-eager-full-bf16-gqa", LLAMA_GQA, "hf", "eager", "full", "bf16", 37, 3),
+    case("llama-hf-flash-full-fp32-mha", LLAMA_MHA, "hf", "flash", "full", "fp32", 48, 3),
+    # Llama, Megatron
+    case("llama-megatron-eager-none-bf16-mha", LLAMA_MHA, "megatron", "eager", "none", "bf16", 48, 3),
+    case("llama-megatron-eager-none-bf16-gqa", LLAMA_GQA, "megatron", "eager", "none", "bf16", 37, 3),
+    case("llama-megatron-eager-none-bf16-gqa-drop", LLAMA_GQA, "megatron", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("llama-megatron-flash-none-bf16-gqa", LLAMA_GQA, "megatron", "flash", "none", "bf16", 37, 3),
+    case("llama-megatron-flash-none-fp32-headdim", LLAMA_HD, "megatron", "flash", "none", "fp32", 45, 3),
+    case("llama-megatron-flash-none-bf16-mha-drop", LLAMA_MHA, "megatron", "flash", "none", "bf16", 48, 3, 0.1, 0.1),
+    case("llama-megatron-eager-selective-bf16-gqa", LLAMA_GQA, "megatron", "eager", "selective", "bf16", 37, 3),
+    case("llama-megatron-eager-selective-bf16-mha", LLAMA_MHA, "megatron", "eager", "selective", "bf16", 48, 3),
+    case("llama-megatron-flash-selective-bf16-headdim", LLAMA_HD, "megatron", "flash", "selective", "bf16", 33, 3),
+    case("llama-megatron-eager-full-fp32-gqa", LLAMA_GQA, "megatron", "eager", "full", "fp32", 37, 3),
+    case("llama-megatron-sdpa-full-bf16-gqa", LLAMA_GQA, "megatron", "sdpa", "full", "bf16", 60, 2),
+    # Qwen2 (qkv bias)
+    case("qwen2-hf-eager-none-bf16", QWEN2, "hf", "eager", "none", "bf16", 37, 3),
+    case("qwen2-hf-flash-none-fp32", QWEN2, "hf", "flash", "none", "fp32", 37, 3),
+    case("qwen2-hf-sdpa-full-bf16", QWEN2, "hf", "sdpa", "full", "bf16", 50, 3),
+    case("qwen2-megatron-flash-none-bf16", QWEN2, "megatron", "flash", "none", "bf16", 37, 3),
+    case("qwen2-megatron-eager-selective-fp32", QWEN2, "megatron", "eager", "selective", "fp32", 29, 3),
+    # Mixtral (MoE, hf)
+    case("mixtral-hf-eager-none-bf16", MIXTRAL, "hf", "eager", "none", "bf16", 37, 3),
+    case("mixtral-hf-flash-none-bf16", MIXTRAL, "hf", "flash", "none", "bf16", 48, 3),
+    case("mixtral-hf-flash-none-fp32-top1", MIXTRAL_TOP1, "hf", "flash", "none", "fp32", 41, 3),
+    case("mixtral-hf-eager-none-fp32-top3", MIXTRAL_TOP3, "hf", "eager", "none", "fp32", 29, 3),
+    case("mixtral-hf-sdpa-full-bf16", MIXTRAL, "hf", "sdpa", "full", "bf16", 37, 3),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# HF config.json
+
+
+def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
+    dtype = {"bf16": "bfloat16", "fp32": "float32"}[run.dtype]
+    if cfg.family == "gpt2":
+        return {
+            "model_type": "gpt2",
+            "architectures": ["GPT2LMHeadModel"],
+            "n_embd": cfg.hidden,
+            "n_layer": cfg.layers,
+            "n_head": cfg.heads,
+            "n_inner": cfg.ffn,
+            "n_positions": cfg.max_positions,
+            "n_ctx": cfg.max_positions,
+            "vocab_size": cfg.vocab,
+            "activation_function": "gelu_new",
+            "layer_norm_epsilon": cfg.eps,
+            "resid_pdrop": run.hidden_dropout,
+            "embd_pdrop": run.hidden_dropout,
+            "attn_pdrop": run.attention_dropout,
+            "tie_word_embeddings": True,
+            "torch_dtype": dtype,
+        }
+    config = {
+        "model_type": cfg.family,
+        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM"}[cfg.family]],
+        "hidden_size": cfg.hidden,
+        "num_hidden_layers": cfg.layers,
+        "num_attention_heads": cfg.heads,
+        "num_key_value_heads": cfg.kv_heads,
+        "head_dim": cfg.head_dim,
+        "intermediate_size": cfg.ffn,
+        "vocab_size": cfg.vocab,
+        "max_position_embeddings": cfg.max_positions,
+        "rms_norm_eps": cfg.eps,
+        "hidden_act": "silu",
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "attention_dropout": run.attention_dropout,
+        "torch_dtype": dtype,
+    }
+    if cfg.family == "llama":
+        config["attention_bias"] = cfg.attention_bias
+        config["mlp_bias"] = False
+    if cfg.family == "mixtral":
+        config["num_local_experts"] = cfg.experts
+        config["num_experts_per_tok"] = cfg.top_k
+        config["output_router_logits"] = False
+    return config
+
+
+def cli_args(actmem, config_path, run: models.RunConfig):
+    return [
+        actmem, "estimate", "--model", config_path,
+        "--seq-len", str(run.seq_len), "--micro-batch", str(run.micro_batch),
+        "--dtype", run.dtype, "--framework", run.framework, "--attention", run.attention,
+        "--recompute", run.recompute,
+        "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
+        "--json",
+    ]  # fmt: skip
+
+
+def run_cli(actmem, c, workdir):
+    """Returns (activations dict, None) or (None, error text)."""
+    if not actmem or not os.path.isfile(actmem) or not os.access(actmem, os.X_OK):
+        return None, f"actmem binary not found or not executable: {actmem!r}"
+    path = os.path.join(workdir, c["name"], "config.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(hf_config(c["model"], c["run"]), f, indent=2)
+    args = cli_args(actmem, path, c["run"])
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"{' '.join(args)}\n{e}"
+    if proc.returncode != 0:
+        return None, f"{' '.join(args)}\nexit {proc.returncode}\n{proc.stderr.strip()}"
+    try:
+        activations = json.loads(proc.stdout)["activations"]
+        int(activations["per_layer_bytes"]), int(activations["total_bytes"])
+        return activations, None
+    except (ValueError, KeyError, TypeError) as e:
+        return None, f"{' '.join(args)}\nunreadable JSON ({e!r}):\n{proc.stdout[:2000]}\n{proc.stderr.strip()}"
+
+
+# ---------------------------------------------------------------------------------------------
+# reporting
+
+
+def rel_error(estimated, measured):
+    return (estimated - measured) / measured if measured else float("inf")
+
+
+def tensor_diff(c, activations):
+    """Match the CLI's tensors with EXPECTED.md's terms (verified against the measurement) by byte
+    count and list what is left on either side: the tensors that make the difference."""
+    _, _, layer_terms, outside_terms = expected.expected(c["model"], c["run"])
+    terms = [("layer", *t) for t in layer_terms] + [("outside", *t) for t in outside_terms]
+    left_est = list(activations.get("tensors") or [])
+    unmatched = []
+    for where, name, formula, nbytes in terms:
+        hit = next((t for t in left_est if _int(t.get("bytes")) == nbytes), None)
+        if hit is None:
+            unmatched.append(f"      {where:8s} {name:60s} {formula:16s} {nbytes:>10d}")
+        else:
+            left_est.remove(hit)
+    lines = ["    expected terms (EXPECTED.md, = measured) with no CLI tensor of the same bytes:"] + unmatched
+    lines.append("    CLI tensors with no expected term of the same bytes:")
+    for t in left_est:
+        lines.append(
+            f"      {str(t.get('name')):40s} {str(t.get('shape')):20s} {str(t.get('dtype')):9s} "
+            f"{str(t.get('bytes')):>10s}  {t.get('formula', '')}"
+        )
+    return "\n".join(lines)
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_formulas(cases):
+    """Measured bytes must equal the hand formulas exactly (they are exact byte counts)."""
+    failed = 0
+    print(f"{'case':46s} {'meas/layer':>11s} {'formula':>11s} {'meas total':>11s} {'formula':>11s}")
+    for c in cases:
+        m = measure.measure(c["model"], c["run"])
+        per_layer, total, _, _ = expected.expected(c["model"], c["run"])
+        ok = per_layer == m.per_layer_bytes and total == m.total_bytes
+        failed += not ok
+        print(f"{c['name']:46s} {m.per_layer_bytes:>11d} {per_layer:>11d} {m.total_bytes:>11d} {total:>11d}  {'ok' if ok else 'DIFF'}")
+    print(f"{len(cases) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--actmem", help="path to the actmem binary")
+    parser.add_argument("--filter", default="", help="run only cases whose name contains this")
+    parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--measure-only", action="store_true", help="print measurements, no CLI")
+    parser.add_argument("--all-tensors", action="store_true", help="with --measure-only: every region, not only the middle layer")
+    parser.add_argument("--backward", action="store_true", help="also run backward (checks the emulated ops train)")
+    parser.add_argument("--check-formulas", action="store_true", help="compare measurements with EXPECTED.md's formulas (expected.py), no CLI")
+    args = parser.parse_args()
+
+    cases = [c for c in CASES if args.filter in c["name"]]
+    if args.list:
+        for c in cases:
+            print(c["name"])
+        print(f"{len(cases)} cases")
+        return 0
+    if not cases:
+        print(f"no case matches {args.filter!r}", file=sys.stderr)
+        return 2
+    if args.check_formulas:
+        return check_formulas(cases)
+    if not args.measure_only and not args.actmem:
+        parser.error("--actmem PATH is required unless --list, --measure-only or --check-formulas")
+
+    started = time.time()
+    passed, failed = 0, 0
+    header = f"{'case':46s} {'meas/layer':>11s} {'est/layer':>11s} {'err%':>7s} {'meas total':>11s} {'est total':>11s} {'err%':>7s}"
+    print(header)
+    with tempfile.TemporaryDirectory(prefix="actmem-validation-") as workdir:
+        for c in cases:
+            m = measure.measure(c["model"], c["run"], backward=args.backward)
+            if args.measure_only:
+                print(f"{c['name']:46s} {m.per_layer_bytes:>11d} {'':>11s} {'':>7s} {m.total_bytes:>11d}")
+                regions = ", ".join(f"{k}: {v}" for k, v in m.region_bytes.items())
+                print(f"    regions: {regions}")
+                print(measure.format_storages(m, None if args.all_tensors else f"layer {m.middle_layer}"))
+                _, _, layer_terms, outside_terms = expected.expected(c["model"], c["run"])
+                print("    EXPECTED.md terms, per layer:")
+                for name, formula, nbytes in layer_terms:
+                    print(f"      {name:60s} {formula:16s} {nbytes:>10d}")
+                print("    EXPECTED.md terms, outside the layers (total = L x per layer + these):")
+                for name, formula, nbytes in outside_terms:
+                    print(f"      {name:60s} {formula:16s} {nbytes:>10d}")
+                continue
+            activations, error = run_cli(args.actmem, c, workdir)
+            if error:
+                failed += 1
+                print(f"{c['name']:46s} {m.per_layer_bytes:>11d} {'-':>11s} {'-':>7s} {m.total_bytes:>11d} {'-':>11s} {'-':>7s}  FAIL")
+                print("    CLI failed: " + error.replace("\n", "\n    "))
+                continue
+            est_layer, est_total = int(activations["per_layer_bytes"]), int(activations["total_bytes"])
+            err_layer, err_total = rel_error(est_layer, m.per_layer_bytes), rel_error(est_total, m.total_bytes)
+            ok = abs(err_layer) <= TOLERANCE and abs(err_total) <= TOLERANCE
+            passed += ok
+            failed += not ok
+            print(
+                f"{c['name']:46s} {m.per_layer_bytes:>11d} {est_layer:>11d} {100 * err_layer:>+7.2f} "
+                f"{m.total_bytes:>11d} {est_total:>11d} {100 * err_total:>+7.2f}  {'ok' if ok else 'FAIL'}"
+            )
+            if not ok:
+                regions = ", ".join(f"{k}: {v}" for k, v in m.region_bytes.items())
+                print(f"    measured regions: {regions}")
+                print(tensor_diff(c, activations))
+    print(f"({time.time() - started:.1f} s)")
+    if args.measure_only:
+        print(f"{len(cases)} cases measured")
+        return 0
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
