@@ -906,7 +906,10 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   if (o.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (o.recompute == Recompute::kSelective)
-    notes.push_back("selective recomputation reruns core attention (Megatron): only q, k and v stay of it");
+    notes.push_back(o.framework == Framework::kHF
+                        ? "selective recomputation is Megatron's (HF has none built in): core attention rerun, only "
+                          "q, k and v stay of it"
+                        : "selective recomputation reruns core attention (Megatron): only q, k and v stay of it");
   if (o.recompute == Recompute::kFull) {
     if (o.checkpoint_every > 0)
       notes.push_back(fmt::format("full recomputation with a checkpoint every {} layers: only segment-first layers "
@@ -934,6 +937,9 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
                         ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ / ep"
                         : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b/ep token rows");
     if (p.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
+    if (o.framework == Framework::kMegatron)
+      notes.push_back("Megatron MoE saves (router, permute/unpermute) are modeled, not yet measured; the HF "
+                      "Mixtral block is measured (validation/EXPECTED.md)");
   }
   if (p.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",
