@@ -694,15 +694,15 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   if ((o.recompute_layers >= 0 || o.checkpoint_every > 0) && o.recompute != Recompute::kFull)
     return Error{"--recompute-layers / --checkpoint-every apply to full recomputation; add --recompute full"};
   if (o.checkpoint_every < 0) return Error{fmt::format("--checkpoint-every {}: must be >= 1", o.checkpoint_every)};
-  const ParallelLayout& p = o.parallel;
   const bool flash = o.attention != AttentionImpl::kEager;
-  if (p.cp > 1 && !flash)
+  if (o.parallel.cp > 1 && !flash)
     return Error{"--cp with --attention eager: context parallelism is ring attention over flash kernels; use "
                  "--attention flash"};
   for (double prob : {o.hidden_dropout.value_or(0.0), o.attention_dropout.value_or(0.0)})
     if (!(prob >= 0.0 && prob < 1.0)) return Error{fmt::format("dropout {}: must be in [0, 1)", prob)};
 
   const FrameworkRules& rules = rules_for(o.framework);
+  const ParallelLayout& p = o.parallel;
   const int64_t t = p.tp;
   const int64_t kv_per_rank = model.num_kv_heads >= t ? model.num_kv_heads / t : 1;
   const int64_t seq_local = o.seq_len / p.cp;
@@ -753,10 +753,10 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   report.head_loss = head.bytes(Recompute::kNone);
   // HF's checkpointed layers bind cos/sin in a closure (not saved): the tables are kept only when
   // some layer runs without full recomputation.
-  const int64_t chunk_layers_all = model.num_layers / (o.parallel.pp * o.parallel.vpp);
+  const int64_t chunk_layers = model.num_layers / (p.pp * p.vpp);  // layers of one model chunk on one rank
   const bool some_layer_not_recomputed =
       o.recompute != Recompute::kFull ||
-      (o.checkpoint_every == 0 && o.recompute_layers >= 0 && o.recompute_layers < chunk_layers_all);
+      (o.checkpoint_every == 0 && o.recompute_layers >= 0 && o.recompute_layers < chunk_layers);
   report.shared = some_layer_not_recomputed ? shared.bytes(Recompute::kNone) : Bytes{0};
 
   const size_t middle = model.layers.size() / 2;
@@ -771,7 +771,6 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   report.per_layer = o.recompute == Recompute::kFull ? mid.input : kept_bytes(mid, o, 0);
 
   // Pipeline: per rank, its chunks' layers × micro-batches in flight; embedding on rank 0, head on the last.
-  const int64_t chunk_layers = num_layers / (p.pp * p.vpp);
   Bytes worst{-1};
   for (int64_t rank = 0; rank < p.pp; ++rank) {
     const auto counts = in_flight_per_chunk(p, rank);
