@@ -52,6 +52,7 @@ struct SavedTensor {
   Bytes bytes;
   std::string formula;  // "2·s·b·h"
   std::string note;     // e.g. "v is a view: the whole QKV output stays alive"
+  std::string group;    // breakdown group: attention, mlp, norms, moe, embedding, head+loss, shared
 };
 
 struct ActivationReport {
@@ -59,6 +60,15 @@ struct ActivationReport {
   Bytes total;       // whole model, one micro-batch, all layers as if on one stage
   Bytes in_flight;   // per GPU on the most loaded pipeline stage, with the schedule's micro-batches
   Bytes recompute_peak;  // extra bytes live while one recomputed segment is re-run in backward
+  Bytes layers_total;    // every transformer layer, one micro-batch (total without embedding/head/shared)
+  Bytes embedding;       // embedding region, one micro-batch
+  Bytes head_loss;       // final norm, LM head and loss, one micro-batch
+  Bytes shared;          // tensors shared by all layers (RoPE cos/sin), counted once
+  /// The transformer layers held by the first pipeline stage with its micro-batches in flight,
+  /// without embedding, loss or shared tables: what Korthikanti et al. 2022 (Figure 1) plot.
+  Bytes first_stage_layers_in_flight;
+  int64_t in_flight_stage = 0;          // pipeline rank that in_flight describes
+  int64_t in_flight_micro_batches = 0;  // micro-batches that rank holds (layer-weighted for vpp > 1)
   double forward_flops = 0;       // one micro-batch forward, whole model
   double recompute_flops = 0;     // extra forward FLOPs spent recomputing, per micro-batch
   std::vector<SavedTensor> tensors;  // per-layer tensors of a middle layer, then embedding/head/shared
