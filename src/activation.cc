@@ -788,6 +788,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
       report.first_stage_layers_in_flight = stage_layers;
     }
     if (rank == p.pp - 1) stage += report.head_loss * counts[static_cast<size_t>(p.vpp - 1)];
+    report.in_flight_by_stage.push_back(stage);
     if (stage > worst) {
       worst = stage;
       report.in_flight_stage = rank;

@@ -67,6 +67,7 @@ struct ActivationReport {
   /// The transformer layers held by the first pipeline stage with its micro-batches in flight,
   /// without embedding, loss or shared tables: what Korthikanti et al. 2022 (Figure 1) plot.
   Bytes first_stage_layers_in_flight;
+  std::vector<Bytes> in_flight_by_stage;  // per pipeline rank (size pp); in_flight is the largest
   int64_t in_flight_stage = 0;          // pipeline rank that in_flight describes
   int64_t in_flight_micro_batches = 0;  // micro-batches that rank holds (layer-weighted for vpp > 1)
   double forward_flops = 0;       // one micro-batch forward, whole model

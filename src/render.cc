@@ -94,7 +94,8 @@ nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e
                  {"lm_head", e.params.lm_head},
                  {"per_gpu", e.static_memory.stage.total()}};
   const Term* transient = e.memory.find("transient");
-  const Bytes activations = e.activations ? e.activations->in_flight : Bytes{0};
+  const Term* activations_term = e.memory.find("activations");
+  const Bytes activations = activations_term ? activations_term->bytes : Bytes{0};
   j["memory"] = {{"weights_bytes", e.static_memory.weights.count()},
                  {"gradients_bytes", e.static_memory.gradients.count()},
                  {"optimizer_bytes", e.static_memory.optimizer.count()},

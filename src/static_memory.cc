@@ -114,7 +114,8 @@ Bytes bytes_of(int64_t params, double bytes_each) {
 }
 }  // namespace
 
-Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options) {
+Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
+                                             std::optional<int64_t> only_stage) {
   const auto& par = options.parallel;
   if (options.zero_stage < 0 || options.zero_stage > 3)
     return Error{fmt::format("--zero {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
@@ -122,6 +123,8 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
   if (par.ep > 1 && par.dp % par.ep != 0)
     return Error{fmt::format("--ep {} must divide --dp {}: expert parallelism is carved out of the data-parallel group",
                              par.ep, par.dp)};
+  if (only_stage && (*only_stage < 0 || *only_stage >= par.pp))
+    return Error{fmt::format("pipeline stage {} does not exist with --pp {}", *only_stage, par.pp)};
   if (par.pp > static_cast<int64_t>(counts.layers.size()))
     return Error{fmt::format("--pp {} exceeds the model's {} layers; use --pp <= {}", par.pp, counts.layers.size(),
                              counts.layers.size())};
@@ -136,6 +139,7 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
     best.num_stages = static_cast<int64_t>(stages.size());
     bool first = true;
     for (const auto& st : stages) {
+      if (only_stage && st.stage != *only_stage) continue;
       // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it.
       auto part = [&](int stage_needed, double bytes_each) {
         const int64_t dense = z >= stage_needed ? shard(st.dense, dp) : st.dense;

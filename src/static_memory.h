@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,9 @@ struct StaticMemory {
 };
 
 /// Example: 7.5e9 params, ZeRO-3 over 64 GPUs, mixed AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
-Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options);
+/// With pp > 1 this is the most loaded stage; `stage` picks one stage instead.
+Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
+                                             std::optional<int64_t> stage = std::nullopt);
 
 /// A ParamCounts for a parameter-count-only model (`--params 7.5e9`): nothing is known of its
 /// structure, so all parameters are TP-splittable and spread over `pp` equal pseudo-layers.

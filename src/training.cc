@@ -15,10 +15,12 @@ void add_static_terms(TrainingEstimate& e) {
 // The transients of a step that are not saved activations: each is a real tensor size; only the
 // largest is added to the peak, since they do not coincide (the logits gradient exists at the start
 // of backward on the last stage, a ZeRO-3 gather around each layer).
-void add_transients(TrainingEstimate& e, const ModelSpec& model, const TrainingOptions& o) {
+Breakdown transients_for_stage(const TrainingEstimate& e, const ModelSpec& model, const TrainingOptions& o,
+                               int64_t stage) {
   const auto& par = o.static_options.parallel;
   const auto& act = o.activation;
-  e.transients.title = "Transients of the step (largest one counted in the peak)";
+  Breakdown b;
+  b.title = "Transients of the step (largest one counted in the peak)";
   if (o.static_options.zero_stage == 3 && par.dp > 1) {
     // ZeRO-3 / FSDP FULL_SHARD all-gathers one layer's parameters before use and keeps the next one
     // prefetched (FSDP's default backward prefetch, DeepSpeed's prefetch bucket); in backward the
@@ -32,22 +34,30 @@ void add_transients(TrainingEstimate& e, const ModelSpec& model, const TrainingO
     }
     const int wb = dtype_bits(o.static_options.weight_dtype) / 8;
     const int gb = dtype_bits(o.static_options.grad_dtype) / 8;
-    Term t = product_term("zero3_gathered_layer", "ZeRO-3 gathered layer: parameters (current + prefetched) and full gradient",
+    Term t = product_term("zero3_gathered_layer",
+                          "ZeRO-3 gathered layer: parameters (current + prefetched) and full gradient",
                           {{"Ψ_layer", largest}, {"(2·e_w + e_g)", 2 * wb + gb}}, Exactness::kAllowance);
     t.note = "tensor sizes are exact; the prefetch depth (one layer) is FSDP's default";
-    e.transients.add(t);
+    b.add(t);
   }
-  if (e.activations) {
+  if (e.activations && stage == par.pp - 1) {
     // Cross entropy's backward materialises d(logits) in fp32 on the last stage, V split by TP.
     const int64_t s_local = act.seq_len / std::max<int64_t>(par.cp, 1);
-    Term t = product_term("logits_grad", "fp32 gradient of the logits (start of backward, last stage)",
-                          {{"4", 4}, {"s/cp", s_local}, {"b", act.micro_batch}, {"V/tp", ceil_div(model.vocab, par.tp)}});
-    e.transients.add(t);
+    b.add(product_term("logits_grad", "fp32 gradient of the logits (start of backward, last stage)",
+                       {{"4", 4}, {"s/cp", s_local}, {"b", act.micro_batch}, {"V/tp", ceil_div(model.vocab, par.tp)}}));
   }
+  return b;
+}
+
+const Term* largest_term(const Breakdown& b) {
   const Term* peak = nullptr;
-  for (const auto& t : e.transients.terms)
+  for (const auto& t : b.terms)
     if (!peak || t.bytes > peak->bytes) peak = &t;
-  if (peak) {
+  return peak;
+}
+
+void add_peak_transient(TrainingEstimate& e) {
+  if (const Term* peak = largest_term(e.transients)) {
     e.peak_transient_key = peak->key;
     Term p = *peak;
     p.key = "transient";
@@ -76,29 +86,42 @@ Expected<TrainingEstimate> estimate_training(const ModelSpec& model, TrainingOpt
   try {
     TrainingEstimate e;
     e.params = count_params(model);
-    auto st = compute_static_memory(e.params, options.static_options);
-    if (!st) return st.error();
-    e.static_memory = std::move(st.value());
     auto act = estimate_activations(model, options.activation);
     if (!act) return act.error();
     e.activations = std::move(act.value());
 
-    e.memory.title = "Peak memory per GPU";
+    // The peak GPU is the pipeline stage whose static part + activations in flight + largest
+    // transient is largest: the first stage holds the most micro-batches, the last the LM head.
+    const int64_t pp = options.static_options.parallel.pp;
+    Bytes best_peak{-1};
+    for (int64_t stage = 0; stage < pp; ++stage) {
+      auto st = compute_static_memory(e.params, options.static_options, stage);
+      if (!st) return st.error();
+      const Bytes act_bytes = e.activations->in_flight_by_stage.at(static_cast<size_t>(stage));
+      Breakdown transients = transients_for_stage(e, model, options, stage);
+      const Term* peak = largest_term(transients);
+      const Bytes stage_peak = st->total() + act_bytes + (peak ? peak->bytes : Bytes{0});
+      if (stage_peak > best_peak) {
+        best_peak = stage_peak;
+        e.static_memory = std::move(st.value());
+        e.transients = std::move(transients);
+      }
+    }
+
+    e.memory.title = pp > 1 ? fmt::format("Peak memory per GPU (pipeline stage {} of {}, the most loaded)",
+                                          e.static_memory.stage.stage, pp)
+                            : "Peak memory per GPU";
     add_static_terms(e);
     Term a;
     a.key = "activations";
-    a.label = "Saved activations in flight (most loaded pipeline stage)";
-    a.formula = "see activations";
+    a.label = pp > 1 ? "Saved activations in flight on this stage" : "Saved activations (one micro-batch)";
+    a.formula = "Σ saved tensors (see activations)";
     a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
                                 format_binary(e.activations->per_layer), format_binary(e.activations->total));
-    a.bytes = e.activations->in_flight;
+    a.bytes = e.activations->in_flight_by_stage.at(static_cast<size_t>(e.static_memory.stage.stage));
     e.memory.add(a);
-    add_transients(e, model, options);
+    add_peak_transient(e);
     add_reserve(e, options.reserve);
-    if (options.static_options.parallel.pp > 1)
-      e.notes.push_back(
-          "with PP, static memory is the most loaded stage's and activations the most loaded stage's in flight; "
-          "when these are different stages the total is an upper bound");
     return e;
   } catch (const OverflowError&) {
     return Error{"the estimate overflowed 64-bit arithmetic; check --seq-len, --micro-batch and the model sizes"};
