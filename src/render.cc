@@ -8,12 +8,6 @@ namespace actmem {
 
 namespace {
 
-nlohmann::json terms_json(const Breakdown& b) {
-  auto arr = nlohmann::json::array();
-  for (const auto& t : b.terms) arr.push_back(term_json(t));
-  return arr;
-}
-
 nlohmann::json shape_json(const std::vector<Factor>& shape) {
   auto arr = nlohmann::json::array();
   for (const auto& f : shape) arr.push_back({{"symbol", f.symbol}, {"value", f.value}});
@@ -52,6 +46,25 @@ void add_term_row(TextTable& t, const Term& term) {
 }
 
 }  // namespace
+
+nlohmann::json terms_json(const Breakdown& b) {
+  auto arr = nlohmann::json::array();
+  for (const auto& t : b.terms) arr.push_back(term_json(t));
+  return arr;
+}
+
+std::string render_terms(const Breakdown& b, bool with_total, bool derivation) {
+  TextTable table;
+  for (const auto& t : b.terms) {
+    add_term_row(table, t);
+    if (derivation) table.add_row({{"    " + t.formula + " = " + t.substituted}});
+  }
+  if (with_total) {
+    table.add_rule();
+    table.add_row({{"total"}, {fmt::format("{:.2f}", b.total().gib()), true}, {group_digits(b.total().count()), true}});
+  }
+  return b.title + "\n" + table.render();
+}
 
 std::string bytes_cell(Bytes b) { return fmt::format("{:.2f} GiB  ({} B)", b.gib(), group_digits(b.count())); }
 

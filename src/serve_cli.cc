@@ -38,6 +38,7 @@ struct ServeFlags {
   std::string gpu_memory;
   double gpu_memory_utilization = 0.9;
   bool json = false;
+  bool explain = false;
 };
 
 Expected<std::optional<DType>> optional_dtype(const std::string& flag, const std::string& text) {
@@ -58,6 +59,8 @@ Expected<ServeResult> run_serve(const ServeFlags& f) {
   auto model = load_model(f.model);
   if (!model) return Error{fmt::format("--model {}: {}", f.model, model.error().message)};
 
+  if (!(f.gpu_memory_utilization > 0.0 && f.gpu_memory_utilization <= 1.0))
+    return Error{fmt::format("--gpu-memory-utilization {}: must be in (0, 1], e.g. 0.9", f.gpu_memory_utilization)};
   ServeOptions o;
   o.context_len = f.context_len;
   o.batch = f.batch;
@@ -148,16 +151,17 @@ std::function<int()> add_serve_command(CLI::App& app) {
   sub->add_option("--gpu-memory-utilization", flags->gpu_memory_utilization, "Share of GPU memory to use (vLLM)")
       ->capture_default_str();
   sub->add_flag("--json", flags->json, "Print JSON");
+  sub->add_flag("--explain", flags->explain, "Show every term's formula and values, weight tensors, KV groups");
   return [flags] {
     auto result = run_serve(*flags);
     if (!result) {
-      fmt::print(stderr, "error: {}\n", result.error().message);
+      fmt::print(stderr, "actmem: {}\n", result.error().message);
       return 2;
     }
     if (flags->json)
       fmt::print("{}\n", serve_json(*result).dump(2));
     else
-      fmt::print("{}", serve_table(*result));
+      fmt::print("{}", serve_table(*result, flags->explain));
     return 0;
   };
 }

@@ -62,8 +62,13 @@ TEST(ServeCli, TableNamesEveryTerm) {
   CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "4096", "--gpu", "h100-80gb"});
   ASSERT_EQ(r.rc, 0) << r.err;
   for (const char* s : {"weights (bf16)", "KV cache (bf16, 1 × 4096 tokens)", "activation workspace", "non-torch",
-                        "16060522496", "max sequences of 4096 tokens", "GiB"})
+                        "16,060,522,496", "max sequences of 4096 tokens", "per token"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  // --explain adds each weight tensor and formula: q_proj is a·d·h per layer, 32 × 4096 × 4096 × 2 B.
+  CliRun e = run_serve({"--model", "llama-3-8b", "--context-len", "4096", "--explain"});
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.out.find("attn.q_proj"), std::string::npos);
+  EXPECT_NE(e.out.find("32 × 4096 × 4096 × 2"), std::string::npos) << e.out;
 }
 
 TEST(ServeCli, BadInputIsOneLineAndExit2) {

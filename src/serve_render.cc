@@ -2,36 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "render.h"  // term_json, render_terms: the same rendering as estimate
+#include "text_table.h"
+
 namespace actmem {
 
-namespace {
-
-nlohmann::json term_json(const Term& t) {
-  nlohmann::json j{{"key", t.key},         {"label", t.label}, {"formula", t.formula},
-                   {"substituted", t.substituted}, {"bytes", t.bytes.count()},
-                   {"exactness", t.exactness == Exactness::kExact ? "exact" : "allowance"}};
-  if (!t.note.empty()) j["note"] = t.note;
-  return j;
-}
-
-nlohmann::json terms_json(const Breakdown& b) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& t : b.terms) a.push_back(term_json(t));
-  return a;
-}
-
-void append_terms(std::string& out, const Breakdown& b, bool with_total) {
-  out += fmt::format("{}\n", b.title);
-  for (const auto& t : b.terms) {
-    out += fmt::format("  {:<58} {:>12.3f} GiB {:>16} B  {}{}\n", t.label, t.bytes.gib(), t.bytes.count(), t.formula,
-                       t.exactness == Exactness::kAllowance ? "  (allowance)" : "");
-    if (t.formula != "given") out += fmt::format("  {:<58} {:>37}  = {}\n", "", "", t.substituted);
-  }
-  if (with_total)
-    out += fmt::format("  {:<58} {:>12.3f} GiB {:>16} B\n", "total", b.total().gib(), b.total().count());
-}
-
-}  // namespace
 
 nlohmann::json serve_json(const ServeResult& r) {
   const ServeReport& s = r.serving;
@@ -76,23 +51,25 @@ nlohmann::json serve_json(const ServeResult& r) {
   return j;
 }
 
-std::string serve_table(const ServeResult& r) {
+std::string serve_table(const ServeResult& r, bool explain) {
   const ServeReport& s = r.serving;
   const KvCacheReport& kv = s.kv;
-  std::string out = fmt::format("{}: {} sequence(s) × {} tokens\n\n", r.model_name, kv.batch, kv.context_len);
-  append_terms(out, s.memory, true);
-  out += fmt::format("\nKV cache: {} B ({}) per token, {} B ({}) per sequence\n", kv.layout.per_token.count(),
-                     format_binary(kv.layout.per_token), kv.per_sequence.count(), format_binary(kv.per_sequence));
-  append_terms(out, kv.breakdown, false);
-  out += "\n";
-  append_terms(out, s.weights, true);
-  out += "\n";
-  append_terms(out, s.activation, false);
+  std::string out = fmt::format("Model      {}\nWorkload   {} sequence(s) × {} tokens\n\n", r.model_name, kv.batch,
+                                kv.context_len);
+  out += render_terms(s.memory, true, explain);
+  out += fmt::format("\nKV cache   {} B ({}) per token, {} B ({}) per sequence\n", group_digits(kv.layout.per_token.count()),
+                     format_binary(kv.layout.per_token), group_digits(kv.per_sequence.count()),
+                     format_binary(kv.per_sequence));
+  if (explain) {
+    out += "\n" + render_terms(kv.breakdown, false, true);
+    out += "\n" + render_terms(s.weights, true, true);
+    out += "\n" + render_terms(s.activation, false, true);
+  }
   if (r.capacity) {
     const CapacityReport& c = *r.capacity;
-    out += "\n";
-    append_terms(out, c.budget, true);
-    out += fmt::format("Capacity on {} ({} B, utilization {}):\n", r.gpu_name, c.gpu_memory.count(), c.utilization);
+    out += "\n" + render_terms(c.budget, true, explain);
+    out += fmt::format("\nCapacity on {} ({} B, utilization {}):\n", r.gpu_name, group_digits(c.gpu_memory.count()),
+                       c.utilization);
     if (kv.layout.block_size > 0)
       out += fmt::format("  KV blocks of {} tokens: {} ({} tokens)\n", kv.layout.block_size, c.kv_blocks, c.kv_tokens);
     else
@@ -102,10 +79,8 @@ std::string serve_table(const ServeResult& r) {
                        c.context_limited_by_model ? " (the model's max_position_embeddings)" : "");
     out += fmt::format("  requested batch fits: {}\n", c.fits ? "yes" : "no");
   }
-  if (!s.notes.empty()) {
-    out += "\nNotes:\n";
-    for (const auto& n : s.notes) out += fmt::format("  - {}\n", n);
-  }
+  for (const auto& n : s.notes) out += "note: " + n + "\n";
+  if (!explain) out += "\n(--explain shows every weight tensor, KV layer group and workspace candidate with its formula)\n";
   return out;
 }
 

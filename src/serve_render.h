@@ -22,6 +22,6 @@ struct ServeResult {
 nlohmann::json serve_json(const ServeResult& result);
 
 /// Terms with GiB and exact bytes, then KV per token/sequence, capacity and notes.
-std::string serve_table(const ServeResult& result);
+std::string serve_table(const ServeResult& result, bool explain = false);
 
 }  // namespace actmem

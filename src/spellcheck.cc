@@ -34,6 +34,10 @@ std::optional<std::string_view> closest_name(std::string_view name, std::span<co
       best_distance = d;
     }
   }
+  // A short form of a longer name ("h100" for "h100-80gb"): the shortest candidate it begins.
+  if (!best && name.size() >= 3)
+    for (std::string_view c : candidates)
+      if (c.substr(0, name.size()) == name && (!best || c.size() < best->size())) best = c;
   return best;
 }
 

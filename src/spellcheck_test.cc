@@ -19,6 +19,9 @@ TEST(SpellcheckTest, ClosestName) {
   EXPECT_EQ(closest_name("lama", names), "llama");
   EXPECT_EQ(closest_name("gemma", names), "gemma2");
   EXPECT_EQ(closest_name("transformer-xl", names), std::nullopt);
+  constexpr std::array<std::string_view, 3> gpus{"h100-80gb", "h200-141gb", "a100-40gb"};
+  EXPECT_EQ(closest_name("h100", gpus), "h100-80gb");  // a prefix of a longer name
+  EXPECT_EQ(closest_name("h1", gpus), std::nullopt);   // too short to mean one
 }
 
 }  // namespace
