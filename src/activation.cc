@@ -23,6 +23,8 @@
 
 #include <fmt/format.h>
 
+#include "text_table.h"  // group_digits
+
 namespace actmem {
 
 // ---------------------------------------------------------------------------------------------
@@ -872,7 +874,12 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     term.label = o.recompute == Recompute::kFull ? "layer inputs kept by full recomputation"
                                                  : fmt::format("transformer layers: {}", group_name(grp));
     term.formula = fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts));
-    term.substituted = fmt::format("{} layers", num_layers);
+    Bytes middle_bytes{0};
+    for (const auto* st : parts) middle_bytes += st->bytes();
+    term.substituted = middle_bytes * num_layers == sum
+                           ? fmt::format("{} layers × {} B", num_layers, group_digits(middle_bytes.count()))
+                           : fmt::format("{} layers of different shapes (middle layer: {} B)", num_layers,
+                                         group_digits(middle_bytes.count()));
     term.bytes = sum;
     report.breakdown.add(std::move(term));
   }
@@ -891,7 +898,8 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     term.key = fmt::format("activations.{}", grp);
     term.label = grp;
     term.formula = join_formulas(parts);
-    term.substituted = "";
+    for (const auto* st : parts)
+      term.substituted += (term.substituted.empty() ? "" : " + ") + group_digits(st->bytes().count());
     term.bytes = sum;
     report.breakdown.add(std::move(term));
   }

@@ -208,24 +208,25 @@ std::string render_training_table(const TrainingRequest& r, const TrainingEstima
 
 std::string render_training_explain(const TrainingRequest& r, const TrainingEstimate& e) {
   std::string out = header(r);
-  auto explain = [&out](const Breakdown& b) {
+  auto sizes = [](Bytes b) { return fmt::format("{} B ({}, {})", group_digits(b.count()), format_binary(b), format_decimal(b)); };
+  auto explain = [&](const Breakdown& b) {
     out += "\n" + b.title + "\n";
     for (const auto& t : b.terms) {
-      out += fmt::format("  {}\n    {} = {} = {} B ({})\n", t.label, t.formula, t.substituted,
-                         group_digits(t.bytes.count()), format_binary(t.bytes));
+      out += fmt::format("  {}\n    {}", t.label, t.formula);
+      if (!t.substituted.empty() && t.substituted != t.formula) out += " = " + t.substituted;
+      out += " = " + sizes(t.bytes) + "\n";
       if (!t.note.empty()) out += "    why: " + t.note + "\n";
     }
-    out += fmt::format("  sum = {} B ({})\n", group_digits(b.total().count()), format_binary(b.total()));
+    out += "  sum = " + sizes(b.total()) + "\n";
   };
   explain(e.memory);
   if (e.activations) {
     const auto& act = *e.activations;
-    out += "\nSaved tensors, one middle layer and the model's other regions (deduplicated by storage)\n";
+    out += "\nSaved tensors of one middle layer, then the model's other regions (each storage once)\n";
     for (const auto& t : act.tensors) {
-      std::string values;
-      for (size_t i = 0; i < t.shape.size(); ++i)
-        values += fmt::format("{}{}", i ? " × " : "", t.shape[i].value);
-      if (values.empty()) values = "-";
+      // The values in the formula's order: bytes per element first, then the shape.
+      std::string values = fmt::format("{}", dtype_bytes(t.dtype));
+      for (const auto& f : t.shape) values += fmt::format(" × {}", f.value);
       out += fmt::format("  [{}] {} ({}, {}): {} = {} = {} B{}\n", t.region, t.name, t.op, dtype_name(t.dtype),
                          t.formula, values, group_digits(t.bytes.count()), t.note.empty() ? "" : "  — " + t.note);
     }

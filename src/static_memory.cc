@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "text_table.h"  // group_digits
+
 namespace actmem {
 
 namespace {
@@ -174,7 +176,7 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
       t.key = key;
       t.label = label;
       t.formula = fmt::format("Ψ_gpu · {}", each_formula);
-      t.substituted = fmt::format("{} params{} × {} B", best.stage.total(), sharding(stage_needed), bytes_each);
+      t.substituted = fmt::format("{} params{} × {} B", group_digits(best.stage.total()), sharding(stage_needed), bytes_each);
       t.bytes = bytes;
       return t;
     };
