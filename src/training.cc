@@ -40,6 +40,17 @@ Breakdown transients_for_stage(const TrainingEstimate& e, const ModelSpec& model
     t.note = "tensor sizes are exact; the prefetch depth (one layer) is FSDP's default";
     b.add(t);
   }
+  if (e.activations && e.activations->recompute_peak > Bytes{0}) {
+    // Backward re-runs one recomputed segment's forward; its activations live until that segment's
+    // backward is done, on top of everything still saved.
+    Term t;
+    t.key = "recompute_segment";
+    t.label = fmt::format("Recomputed segment re-run in backward ({} recomputation)", recompute_name(act.recompute));
+    t.formula = "activations of one segment − what it keeps saved";
+    t.substituted = format_binary(e.activations->recompute_peak);
+    t.bytes = e.activations->recompute_peak;
+    b.add(t);
+  }
   if (e.activations && stage == par.pp - 1) {
     // Cross entropy's backward materialises d(logits) in fp32 on the last stage, V split by TP.
     const int64_t s_local = act.seq_len / std::max<int64_t>(par.cp, 1);

@@ -67,6 +67,22 @@ TEST(Training, Zero3GatheredLayerTransient) {
   EXPECT_EQ(e->peak_transient_key, "zero3_gathered_layer");
 }
 
+// Full recomputation: backward re-runs one layer, whose full activations (minus its kept input) are
+// a transient; for Llama-2-70B at 8k (V = 32000) that is larger than the logits gradient and is counted.
+TEST(Training, RecomputedSegmentIsATransient) {
+  auto model = load_preset("llama-2-70b").value();
+  auto o = options(8192, 1);
+  o.activation.recompute = Recompute::kFull;
+  auto e = estimate_training(model, o);
+  ASSERT_TRUE(e.has_value()) << e.error().message;
+  o.activation.recompute = Recompute::kNone;
+  auto none = estimate_activations(model, o.activation).value();
+  const Term* t = e->transients.find("recompute_segment");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->bytes, none.per_layer - e->activations->per_layer);
+  EXPECT_EQ(e->peak_transient_key, "recompute_segment");
+}
+
 TEST(Training, ParamsOnlyHasNoActivations) {
   auto e = estimate_training_params_only(7'500'000'000, options(1, 1));
   ASSERT_TRUE(e.has_value());
