@@ -696,6 +696,18 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   if ((o.recompute_layers >= 0 || o.checkpoint_every > 0) && o.recompute != Recompute::kFull)
     return Error{"--recompute-layers / --checkpoint-every apply to full recomputation; add --recompute full"};
   if (o.checkpoint_every < 0) return Error{fmt::format("--checkpoint-every {}: must be >= 1", o.checkpoint_every)};
+  if (o.recompute_layers < -1)
+    return Error{fmt::format("--recompute-layers {}: must be >= 0 (layers per pipeline chunk to recompute)",
+                             o.recompute_layers)};
+  {
+    const int64_t per_chunk = model.num_layers / (o.parallel.pp * o.parallel.vpp);
+    if (o.recompute_layers > per_chunk)
+      return Error{fmt::format("--recompute-layers {}: each pipeline chunk holds {} layers; use 0..{}",
+                               o.recompute_layers, per_chunk, per_chunk)};
+    if (o.checkpoint_every > per_chunk)
+      return Error{fmt::format("--checkpoint-every {}: each pipeline chunk holds {} layers; use 1..{}",
+                               o.checkpoint_every, per_chunk, per_chunk)};
+  }
   const bool flash = o.attention != AttentionImpl::kEager;
   if (o.parallel.cp > 1 && !flash)
     return Error{"--cp with --attention eager: context parallelism is ring attention over flash kernels; use "
@@ -770,7 +782,8 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   for (int64_t i = 0; i < num_layers; ++i) layers += kept_bytes(kinds[kind_of[static_cast<size_t>(i)]], o, i);
   report.layers_total = layers;
   report.total = report.embedding + layers + report.head_loss + report.shared;
-  report.per_layer = o.recompute == Recompute::kFull ? mid.input : kept_bytes(mid, o, 0);
+  // Under full recomputation per_layer is a recomputed layer (its input), unless none is recomputed.
+  report.per_layer = o.recompute == Recompute::kFull && o.recompute_layers != 0 ? mid.input : kept_bytes(mid, o, 0);
 
   // Pipeline: per rank, its chunks' layers × micro-batches in flight; embedding on rank 0, head on the last.
   Bytes worst{-1};
@@ -813,13 +826,17 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     for (const auto& k : kinds) peak = std::max(peak, k.none - k.selective);
     report.recompute_flops = core;
   } else if (o.recompute == Recompute::kFull) {
+    // Segments never cross a model chunk (a stage's share of layers); with --recompute-layers only
+    // the first N layers of each chunk are rerun.
     const int64_t segment = o.checkpoint_every > 0 ? o.checkpoint_every : 1;
-    for (int64_t first = 0; first < num_layers; first += segment) {
-      Bytes seg{0};
-      for (int64_t i = first; i < std::min(num_layers, first + segment); ++i)
-        seg += kinds[kind_of[static_cast<size_t>(i)]].none;
-      peak = std::max(peak, seg - kinds[kind_of[static_cast<size_t>(first)]].input);
-    }
+    const int64_t rerun_per_chunk = o.recompute_layers >= 0 && o.checkpoint_every == 0 ? o.recompute_layers : chunk_layers;
+    for (int64_t chunk = 0; chunk < num_layers; chunk += chunk_layers)
+      for (int64_t pos = 0; pos < rerun_per_chunk; pos += segment) {
+        Bytes seg{0};
+        for (int64_t i = chunk + pos; i < chunk + std::min(chunk_layers, pos + segment); ++i)
+          seg += kinds[kind_of[static_cast<size_t>(i)]].none;
+        peak = std::max(peak, seg - kinds[kind_of[static_cast<size_t>(chunk + pos)]].input);
+      }
     double recomputed = 0;
     for (int64_t rank = 0; rank < p.pp; ++rank)
       for (int64_t j = 0; j < p.vpp; ++j)
@@ -871,15 +888,26 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     if (sum == Bytes{0}) continue;
     Term term;
     term.key = fmt::format("activations.layers.{}", group_name(grp));
-    term.label = o.recompute == Recompute::kFull ? "layer inputs kept by full recomputation"
-                                                 : fmt::format("transformer layers: {}", group_name(grp));
-    term.formula = fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts));
+    const bool partial = o.recompute == Recompute::kFull && o.checkpoint_every == 0 && o.recompute_layers >= 0 &&
+                         o.recompute_layers < chunk_layers;
+    term.label = o.recompute != Recompute::kFull ? fmt::format("transformer layers: {}", group_name(grp))
+                 : partial ? fmt::format("layers: the first {} of each {}-layer chunk keep their input, the rest "
+                                         "keep everything",
+                                         o.recompute_layers, chunk_layers)
+                 : o.checkpoint_every > 1 ? fmt::format("layer inputs kept every {} layers (checkpoints)",
+                                                        o.checkpoint_every)
+                                          : "layer inputs kept by full recomputation";
+    term.formula = partial ? std::string("Σ layers (input of a recomputed layer, everything of the others)")
+                           : fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts));
     Bytes middle_bytes{0};
     for (const auto* st : parts) middle_bytes += st->bytes();
-    term.substituted = middle_bytes * num_layers == sum
-                           ? fmt::format("{} layers × {} B", num_layers, group_digits(middle_bytes.count()))
-                           : fmt::format("{} layers of different shapes (middle layer: {} B)", num_layers,
-                                         group_digits(middle_bytes.count()));
+    // Uniform layers (or checkpoints): count × bytes; otherwise say that the layers differ.
+    const bool whole_multiple = !partial && middle_bytes > Bytes{0} && sum.count() % middle_bytes.count() == 0;
+    term.substituted = whole_multiple ? fmt::format("{} × {} B", sum.count() / middle_bytes.count(),
+                                                    group_digits(middle_bytes.count()))
+                                      : partial ? fmt::format("Σ over {} layers", num_layers)
+                                                : fmt::format("Σ over {} layers (middle layer: {} B)", num_layers,
+                                                              group_digits(middle_bytes.count()));
     term.bytes = sum;
     report.breakdown.add(std::move(term));
   }
@@ -978,7 +1006,7 @@ Expected<ActivationReport> estimate_activations(const ModelSpec& model, const Ac
   try {
     return estimate(model, options);
   } catch (const OverflowError& e) {
-    return Error{fmt::format("activation sizes overflow 64 bits ({}); check --seq and --micro-batch", e.what())};
+    return Error{fmt::format("activation sizes overflow 64 bits ({}); check --seq-len and --micro-batch", e.what())};
   }
 }
 

@@ -491,5 +491,33 @@ TEST(ActivationSpeed, EightyLayerModelIsCheap) {
   RecordProperty("us_per_call", std::to_string(us));
 }
 
+// Megatron's block method with N = 0 recomputes nothing: the layers keep everything, and there is
+// no recomputation working set.
+TEST(Recompute, ZeroRecomputeLayersKeepsEverything) {
+  ActivationOptions o{.seq_len = 4096, .micro_batch = 1, .recompute = Recompute::kFull, .recompute_layers = 0};
+  auto partial = estimate_activations(llama_2_70b(), o).value();
+  auto none = estimate_activations(llama_2_70b(), {.seq_len = 4096, .micro_batch = 1}).value();
+  EXPECT_EQ(partial.per_layer, none.per_layer);
+  EXPECT_EQ(partial.total, none.total);
+  EXPECT_EQ(partial.recompute_peak, Bytes{0});
+}
+
+// Checkpoint segments stay inside a pipeline chunk: with pp 4 each stage holds 20 of 80 layers, so
+// --checkpoint-every 20 re-runs 20 layers at most (19 full layers plus the checkpointed first one).
+TEST(Recompute, CheckpointSegmentsStayInsideAStage) {
+  ActivationOptions o{.seq_len = 4096, .micro_batch = 1, .recompute = Recompute::kFull, .checkpoint_every = 20};
+  o.parallel.pp = 4;
+  auto r = estimate_activations(llama_2_70b(), o).value();
+  auto none = estimate_activations(llama_2_70b(), {.seq_len = 4096, .micro_batch = 1}).value();
+  EXPECT_EQ(r.recompute_peak, none.per_layer * 20 - r.per_layer);
+  o.checkpoint_every = 21;
+  auto bad = estimate_activations(llama_2_70b(), o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message.find("--checkpoint-every"), std::string::npos);
+  o.checkpoint_every = 0;
+  o.recompute_layers = -5;
+  EXPECT_FALSE(estimate_activations(llama_2_70b(), o).has_value());
+}
+
 }  // namespace
 }  // namespace actmem

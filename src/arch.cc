@@ -82,10 +82,11 @@ Expected<const ArchTraits*> find_arch(std::string_view model_type) {
   const auto names = supported_model_types();
   std::string hint;
   if (auto near = closest_name(model_type, names)) hint = fmt::format("did you mean '{}'? ", *near);
-  // Fuzzed or pasted model_type values can be long; the message stays one readable line.
-  const std::string_view shown = model_type.substr(0, 64);
+  // Pasted or fuzzed values can be long or hold control characters: the message stays one line.
+  std::string shown;
+  for (char c : model_type.substr(0, 64)) shown.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
   return Error{fmt::format("model_type '{}{}' is not supported; {}supported: {}", shown,
-                           shown.size() < model_type.size() ? "..." : "", hint, fmt::join(names, ", "))};
+                           model_type.size() > 64 ? "..." : "", hint, fmt::join(names, ", "))};
 }
 
 }  // namespace actmem

@@ -54,6 +54,8 @@ Expected<Bytes> parse_size(const std::string& text) {
     if (unit == row.name) {
       double bytes = value * row.factor;
       if (bytes >= 9.2e18) return Error{fmt::format("size '{}' is too large", text)};
+      if (bytes < 1.0 || (row.factor == 1 && value != std::floor(value)))
+        return Error{fmt::format("size '{}' is not a whole number of bytes; give a unit, e.g. {}GiB", text, value)};
       return Bytes{static_cast<int64_t>(std::llround(bytes))};
     }
   }

@@ -55,8 +55,9 @@ class Bytes {
   int64_t n_ = 0;
 };
 
-/// Exact integer division a/b rounded up; for sharding (ceil(V/tp)) and paged blocks.
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/// Exact integer division a/b rounded up (a >= 0, b > 0), without overflow near INT64_MAX;
+/// for sharding (ceil(V/tp)) and paged blocks. Example: ceil_div(10, 3) == 4.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 /// "70.00 GiB", "512.0 MiB", "96 B": binary units, as nvidia-smi and PyTorch report.
 std::string format_binary(Bytes b);

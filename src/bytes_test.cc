@@ -31,11 +31,14 @@ TEST(Bytes, ParseSize) {
   EXPECT_FALSE(parse_size("-1GB").has_value());
   EXPECT_FALSE(parse_size("GB").has_value());
   EXPECT_FALSE(parse_size("1e30GB").has_value());
+  EXPECT_FALSE(parse_size("0.4").has_value());  // a fraction of a byte: the unit was forgotten
+  EXPECT_EQ(parse_size("4096").value(), Bytes{4096});
 }
 
 TEST(Bytes, CeilDiv) {
   EXPECT_EQ(ceil_div(10, 3), 4);
   EXPECT_EQ(ceil_div(9, 3), 3);
+  EXPECT_EQ(ceil_div(INT64_MAX, 16), INT64_MAX / 16 + 1);  // no overflow in a + b - 1
 }
 
 }  // namespace

@@ -46,10 +46,12 @@ struct TrainingFlags {
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
+  const CLI::Option* model_option = nullptr;  // to tell an explicit --model from the default
 };
 
 void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
-  cmd->add_option("--model", f.model, "config.json path or preset name (actmem models)")->capture_default_str();
+  f.model_option =
+      cmd->add_option("--model", f.model, "config.json path or preset name (actmem models)")->capture_default_str();
   cmd->add_option("--params", f.params, "parameter count only, e.g. 7.5e9 (static memory, no activations)");
   cmd->add_option("--seq-len", f.seq_len, "sequence length s")->capture_default_str();
   cmd->add_option("--micro-batch", f.micro_batch, "micro-batch size b")->capture_default_str();
@@ -123,9 +125,11 @@ Expected<TrainingOptions> to_training_options(const TrainingFlags& f) {
   if (!recompute) return recompute.error();
   if (!optimizer) return optimizer.error();
   if (!reserve) return Error{"--reserve: " + reserve.error().message};
-  for (DType t : {*dtype, *weight})
+  for (const auto& [flag, t] : {std::pair{"--dtype", *dtype}, {"--weight-dtype", *weight}, {"--grad-dtype", *grad}})
     if (t != DType::kBF16 && t != DType::kFP16 && t != DType::kFP32)
-      return Error{fmt::format("training dtype {} is not supported; use bf16, fp16 or fp32", dtype_name(t))};
+      return Error{fmt::format("{} {}: training keeps bf16, fp16 or fp32 here; use one of those (quantized "
+                               "weights are for actmem serve)",
+                               flag, dtype_name(t))};
   for (const auto& [flag, p] : {std::pair{"--hidden-dropout", f.hidden_dropout}, {"--attention-dropout", f.attention_dropout}})
     if (p && !(*p >= 0.0 && *p < 1.0)) return Error{fmt::format("{} {} must be in [0, 1)", flag, *p)};
   o.static_options.weight_dtype = *weight;
@@ -162,6 +166,11 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   Expected<TrainingEstimate> estimate = Error{""};
   ModelSpec model;
   if (!f.params.empty()) {
+    if (f.model_option && f.model_option->count() > 0) {
+      fmt::print(stderr, "actmem: --params and --model both describe the model; give one (--params for static memory "
+                         "only, --model for everything)\n");
+      return 2;
+    }
     auto n = parse_count("--params", f.params);
     if (!n) {
       fmt::print(stderr, "actmem: {}\n", n.error().message);

@@ -55,7 +55,7 @@ Expected<void> validate_layout(const ModelSpec& model, const ParallelLayout& lay
   for (const auto& d : degrees)
     if (auto r = check_at_least_one(d.flag, d.value); !r) return r;
   if (layout.num_micro_batches < 0)
-    return Error{fmt::format("--micro-batches {}: must be >= 0 (0 = as many as the schedule holds)",
+    return Error{fmt::format("--num-micro-batches {}: must be >= 0 (0 = as many as the schedule holds)",
                              layout.num_micro_batches)};
 
   if (!tp_fits(model, layout.tp)) {
@@ -79,14 +79,15 @@ Expected<void> validate_layout(const ModelSpec& model, const ParallelLayout& lay
                              "values with --vpp {}: {}",
                              layout.pp, layout.vpp, model.num_layers, stages, layout.vpp,
                              suggestions(model.num_layers, [&](int64_t p) {
-                               return model.num_layers % (p * layout.vpp) == 0;
+                               // the interleaved schedule itself needs pp >= 2
+                               return model.num_layers % (p * layout.vpp) == 0 && (layout.vpp == 1 || p > 1);
                              }))};
   if (layout.vpp > 1 && layout.pp == 1)
     return Error{fmt::format("--vpp {}: the interleaved schedule needs pipeline parallelism; use --pp 2 or more, or "
                              "--vpp 1",
                              layout.vpp)};
   if (layout.vpp > 1 && layout.num_micro_batches > 0 && layout.num_micro_batches % layout.pp != 0)
-    return Error{fmt::format("--micro-batches {}: the interleaved schedule needs a multiple of --pp ({}); e.g. {}",
+    return Error{fmt::format("--num-micro-batches {}: the interleaved schedule needs a multiple of --pp ({}); e.g. {}",
                              layout.num_micro_batches, layout.pp,
                              (layout.num_micro_batches / layout.pp + 1) * layout.pp)};
 
@@ -103,15 +104,15 @@ Expected<void> validate_layout(const ModelSpec& model, const ParallelLayout& lay
 }
 
 Expected<void> validate_sequence(int64_t seq_len, const ParallelLayout& layout) {
-  if (seq_len < 1) return Error{fmt::format("--seq {}: must be at least 1", seq_len)};
+  if (seq_len < 1) return Error{fmt::format("--seq-len {}: must be at least 1", seq_len)};
   if (layout.cp > 1 && seq_len % (2 * layout.cp) != 0)
     return Error{fmt::format("--cp {}: load-balanced causal context parallelism cuts the sequence into 2·cp = {} "
-                             "chunks, but --seq {} is not divisible by {}; e.g. --seq {}",
+                             "chunks, but --seq-len {} is not divisible by {}; e.g. --seq-len {}",
                              layout.cp, 2 * layout.cp, seq_len, 2 * layout.cp,
                              (seq_len / (2 * layout.cp) + 1) * 2 * layout.cp)};
   const int64_t local = seq_len / layout.cp;
   if (layout.sp && local % layout.tp != 0)
-    return Error{fmt::format("--sp with --tp {}: each rank's sequence ({}) must be divisible by tp; e.g. --seq {}",
+    return Error{fmt::format("--sp with --tp {}: each rank's sequence ({}) must be divisible by tp; e.g. --seq-len {}",
                              layout.tp, local, (local / layout.tp + 1) * layout.tp * layout.cp)};
   return {};
 }

@@ -38,7 +38,7 @@ TEST(ValidateSequence, ContextAndSequenceParallel) {
   EXPECT_TRUE(validate_sequence(8192, {.cp = 4}));
   auto cp = validate_sequence(100, {.cp = 4});  // load-balanced causal CP needs seq % 8 == 0
   ASSERT_FALSE(cp);
-  EXPECT_NE(cp.error().message.find("--seq 104"), std::string::npos) << cp.error().message;
+  EXPECT_NE(cp.error().message.find("--seq-len 104"), std::string::npos) << cp.error().message;
   EXPECT_FALSE(validate_sequence(4098, {.tp = 4, .sp = true}));
 }
 

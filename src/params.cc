@@ -38,9 +38,14 @@ void count_attention(const ModelSpec& m, LayerParams& p) {
     p.attention = checked_add(p.attention, mul({heads, a.v_head_dim, h}));  // o_proj
     return;
   }
-  const int64_t qkv_out = checked_add(m.q_dim(), checked_add(m.kv_dim(), m.v_dim()));
-  p.attention = checked_add(mul({h, qkv_out}), mul({m.attn_out_dim(), h}));
-  if (m.qkv_bias) p.attention = checked_add(p.attention, qkv_out);  // column-parallel: split with the weight
+  const int64_t kv_out = checked_add(m.kv_dim(), m.v_dim());
+  p.attention = checked_add(mul({h, m.q_dim()}), mul({m.attn_out_dim(), h}));
+  p.kv_projection = mul({h, kv_out});
+  p.kv_heads = m.num_kv_heads;
+  if (m.qkv_bias) {  // column-parallel: split with the weight
+    p.attention = checked_add(p.attention, m.q_dim());
+    p.kv_projection = checked_add(p.kv_projection, kv_out);
+  }
   if (m.o_bias) p.replicated = checked_add(p.replicated, h);        // row-parallel: added after the reduce
   if (m.qk_norm) p.replicated = checked_add(p.replicated, mul({2, m.head_dim}));  // q_norm, k_norm
 }
@@ -55,10 +60,18 @@ int64_t mlp_weights(const ModelSpec& m, int64_t ffn) {
 
 }  // namespace
 
+int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
+  // K/V split by heads: each rank keeps max(1, kv/tp) heads' worth.
+  const int64_t kv = kv_heads > 0 ? checked_mul(kv_projection / kv_heads, ceil_div(kv_heads, tp)) : 0;
+  return checked_add(checked_add(ceil_div(attention, tp), kv),
+                     checked_add(checked_add(ceil_div(dense_mlp, tp), ceil_div(shared_experts, tp)),
+                                 checked_add(replicated, ceil_div(ceil_div(routed_experts, ep), tp))));
+}
+
 int64_t ParamCounts::total() const {
   int64_t n = checked_add(checked_add(embedding, lm_head), checked_add(lm_head_bias, final_norm));
   for (const auto& l : layers)
-    for (int64_t part : {l.attention, l.dense_mlp, l.routed_experts, l.shared_experts, l.replicated})
+    for (int64_t part : {l.attention, l.kv_projection, l.dense_mlp, l.routed_experts, l.shared_experts, l.replicated})
       n = checked_add(n, part);
   return n;
 }

@@ -11,13 +11,21 @@ namespace actmem {
 
 /// Parameters of one transformer layer, by how they shard.
 struct LayerParams {
-  int64_t attention = 0;       // split by TP: q/k/v/o weights (column/row parallel), q/k/v biases
+  int64_t attention = 0;       // split by TP: q/o weights (column/row parallel), q bias; all of MLA
+  int64_t kv_projection = 0;   // k/v weights and biases (standard attention): split by TP down to one
+  int64_t kv_heads = 0;        //   KV head per rank, then replicated (tp > kv, as Megatron/vLLM do)
   int64_t dense_mlp = 0;       // split by TP: dense MLP weights and column-parallel biases (0 in MoE layers)
   int64_t routed_experts = 0;  // all routed experts together (E experts); split by EP (and expert TP)
   int64_t shared_experts = 0;  // split by TP (DeepSeek/Qwen2-MoE shared expert weights)
   int64_t replicated = 0;      // whole on every TP rank: norms, router (+bias), row-parallel biases,
                                // q/k norms, MLA down-projections and their norms
-  int64_t total() const { return attention + dense_mlp + routed_experts + shared_experts + replicated; }
+  int64_t total() const {
+    return attention + kv_projection + dense_mlp + routed_experts + shared_experts + replicated;
+  }
+  /// Parameters one GPU holds under tensor parallelism `tp` and expert parallelism `ep` (routed
+  /// experts split by ep, then by tp as expert TP). Example: Llama-3-8B layer at tp 16 keeps one of
+  /// its 8 KV heads whole on every rank.
+  int64_t per_rank(int64_t tp, int64_t ep) const;
 };
 
 struct ParamCounts {

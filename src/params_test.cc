@@ -100,8 +100,11 @@ TEST(ParamsTest, MegatronGptMatchesClosedForm) {
 
 TEST(ParamsTest, SplitSumsToTotal) {
   const ParamCounts p = preset_params("qwen2.5-72b");
-  // Per layer: q/k/v/o weights and q/k/v biases are TP-split; two RMSNorms are replicated.
-  EXPECT_EQ(p.layers[0].attention, 2LL * 8192 * 8192 + 2LL * 8192 * 1024 + 8192 + 2 * 1024);
+  // Per layer: q/o weights and the q bias are TP-split; k/v weights and biases split by KV head
+  // (8 of them); two RMSNorms are replicated.
+  EXPECT_EQ(p.layers[0].attention, 2LL * 8192 * 8192 + 8192);
+  EXPECT_EQ(p.layers[0].kv_projection, 2LL * 8192 * 1024 + 2 * 1024);
+  EXPECT_EQ(p.layers[0].kv_heads, 8);
   EXPECT_EQ(p.layers[0].dense_mlp, 3LL * 8192 * 29568);
   EXPECT_EQ(p.layers[0].replicated, 2LL * 8192);
   EXPECT_EQ(p.final_norm, 8192);

@@ -212,6 +212,26 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   if (model.num_heads % options.tp != 0)
     return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; pick a TP that divides it",
                              options.tp, model.num_heads)};
+  // Bounds that keep every product in int64 and reject typos: 16M tokens of context, 1M sequences.
+  struct Bound {
+    const char* flag;
+    int64_t value, lo, hi;
+  };
+  const Bound bounds[] = {{"--context-len", options.context_len, 1, int64_t{1} << 24},
+                          {"--batch", options.batch, 1, int64_t{1} << 20},
+                          {"--tp", options.tp, 1, int64_t{1} << 14},
+                          {"--block-size", options.kv.block_size, 0, int64_t{1} << 16},
+                          {"--prefill-chunk", options.prefill_chunk, 0, int64_t{1} << 24}};
+  for (const auto& b : bounds)
+    if (b.value < b.lo || b.value > b.hi)
+      return Error{fmt::format("{} {} is out of range; use {}..{}", b.flag, b.value, b.lo, b.hi)};
+  if (model.learned_positions && model.max_positions > 0 && options.context_len > model.max_positions)
+    return Error{fmt::format("--context-len {} exceeds the model's learned position table ({} positions); use "
+                             "--context-len <= {}",
+                             options.context_len, model.max_positions, model.max_positions)};
+  if (options.weights.group_size && *options.weights.group_size > 0 && model.hidden % *options.weights.group_size != 0)
+    return Error{fmt::format("--quant-group-size {}: groups must divide the input width (hidden_size {}); use e.g. 128",
+                             *options.weights.group_size, model.hidden)};
   if (options.prefill_chunk < 0)
     return Error{fmt::format("--prefill-chunk {}: must be a positive number of tokens, or 0 for the whole context",
                              options.prefill_chunk)};

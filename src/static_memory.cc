@@ -88,9 +88,9 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
     next += st.num_layers;
     for (int64_t i = st.first_layer; i < st.first_layer + st.num_layers; ++i) {
       const auto& l = counts.layers[static_cast<size_t>(i)];
-      st.dense = checked_add(st.dense, ceil_div(l.attention, tp) + ceil_div(l.dense_mlp, tp) +
-                                           ceil_div(l.shared_experts, tp) + l.replicated);
-      st.expert = checked_add(st.expert, ceil_div(ceil_div(l.routed_experts, ep), tp));
+      const int64_t expert = ceil_div(ceil_div(l.routed_experts, ep), tp);
+      st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
+      st.expert = checked_add(st.expert, expert);
     }
     // Megatron places the embedding on the first stage and the LM head (a second copy of the
     // embedding when tied and pp > 1) with the final norm on the last stage.

@@ -79,6 +79,14 @@ TEST(StaticMemory, PipelinePlacesEmbeddingFirstAndHeadLast) {
   EXPECT_EQ(st[1].total(), 2 * (50 + 2) + 500 + 10);
 }
 
+// TP beyond the KV heads: each rank keeps one whole KV head (Megatron replicates, vLLM too).
+// Llama-3-8B layer: k/v = 2·4096·1024; at tp 16 each rank holds 1/8 of it, not 1/16.
+TEST(StaticMemory, KvHeadsReplicateWhenTpExceedsThem) {
+  LayerParams l{.attention = 2 * 4096 * 4096, .kv_projection = 2 * 4096 * 1024, .kv_heads = 8};
+  EXPECT_EQ(l.per_rank(8, 1), 2 * 4096 * 4096 / 8 + 2 * 4096 * 1024 / 8);
+  EXPECT_EQ(l.per_rank(16, 1), 2 * 4096 * 4096 / 16 + 2 * 4096 * 1024 / 8);
+}
+
 TEST(StaticMemory, ExpertsShardOverEpAndExpertDataParallel) {
   ParamCounts c;
   for (int i = 0; i < 2; ++i) c.layers.push_back(LayerParams{.routed_experts = 8000});

@@ -26,12 +26,7 @@ Breakdown transients_for_stage(const TrainingEstimate& e, const ModelSpec& model
     // prefetched (FSDP's default backward prefetch, DeepSpeed's prefetch bucket); in backward the
     // layer's full gradient exists until it is reduce-scattered.
     int64_t largest = 0;
-    for (const auto& l : e.params.layers) {
-      const int64_t shard = ceil_div(l.attention, par.tp) + ceil_div(l.dense_mlp, par.tp) +
-                            ceil_div(l.shared_experts, par.tp) + l.replicated +
-                            ceil_div(ceil_div(l.routed_experts, par.ep), par.tp);
-      largest = std::max(largest, shard);
-    }
+    for (const auto& l : e.params.layers) largest = std::max(largest, l.per_rank(par.tp, par.ep));
     const int wb = dtype_bits(o.static_options.weight_dtype) / 8;
     const int gb = dtype_bits(o.static_options.grad_dtype) / 8;
     Term t = product_term("zero3_gathered_layer",
