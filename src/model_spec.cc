@@ -49,6 +49,9 @@ Expected<void> ModelSpec::validate() const {
   }
   if (moe) {
     if (auto r = check_positive("num_experts", moe->num_experts, 1 << 20); !r) return r;
+    if (moe->experts_per_token > moe->num_experts)
+      return Error{fmt::format("num_experts_per_tok ({}) exceeds the number of experts ({}); it must be <= {}",
+                               moe->experts_per_token, moe->num_experts, moe->num_experts)};
     if (auto r = check_positive("num_experts_per_tok", moe->experts_per_token, moe->num_experts); !r) return r;
     if (auto r = check_positive("moe_intermediate_size", moe->expert_ffn, kMaxDim * 16); !r) return r;
   }

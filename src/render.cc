@@ -55,6 +55,7 @@ nlohmann::json terms_json(const Breakdown& b) {
 
 std::string render_terms(const Breakdown& b, bool with_total, bool derivation) {
   TextTable table;
+  table.add_row({{""}, {"GiB", true}, {"bytes", true}, {"kind"}});
   for (const auto& t : b.terms) {
     add_term_row(table, t);
     if (derivation) table.add_row({{"    " + t.formula + " = " + t.substituted}});
@@ -126,6 +127,12 @@ nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e
     a = {{"per_layer_bytes", act.per_layer.count()},
          {"total_bytes", act.total.count()},
          {"in_flight_bytes", act.in_flight.count()},
+         {"in_flight_stage", act.in_flight_stage},
+         {"in_flight_by_stage", [&] {
+            auto arr = nlohmann::json::array();
+            for (Bytes b : act.in_flight_by_stage) arr.push_back(b.count());
+            return arr;
+          }()},
          {"recompute_peak_bytes", act.recompute_peak.count()},
          {"forward_flops", act.forward_flops},
          {"recompute_flops", act.recompute_flops},
@@ -178,7 +185,18 @@ std::string render_training_table(const TrainingRequest& r, const TrainingEstima
     TextTable at;
     at.add_row({{"one layer (middle)"}, {format_binary(act.per_layer), true}, {group_digits(act.per_layer.count()), true}});
     at.add_row({{"whole model, one micro-batch"}, {format_binary(act.total), true}, {group_digits(act.total.count()), true}});
-    at.add_row({{"in flight on this GPU"}, {format_binary(act.in_flight), true}, {group_digits(act.in_flight.count()), true}});
+    // With PP, the peak GPU's stage may not be the stage with the most activations in flight.
+    const Term* on_peak = e.memory.find("activations");
+    const int64_t peak_stage = e.static_memory.stage.stage;
+    const bool pipelined = act.in_flight_by_stage.size() > 1;
+    const Bytes here = on_peak ? on_peak->bytes : act.in_flight;
+    at.add_row({{pipelined ? fmt::format("in flight on the peak GPU (stage {})", peak_stage + 1) : "in flight on this GPU"},
+                {format_binary(here), true},
+                {group_digits(here.count()), true}});
+    if (pipelined && act.in_flight != here)
+      at.add_row({{fmt::format("most in flight on any stage (stage {})", act.in_flight_stage + 1)},
+                  {format_binary(act.in_flight), true},
+                  {group_digits(act.in_flight.count()), true}});
     if (act.recompute_peak.count() > 0)
       at.add_row({{"+ peak while recomputing a segment"}, {format_binary(act.recompute_peak), true},
                   {group_digits(act.recompute_peak.count()), true}});

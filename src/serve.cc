@@ -210,8 +210,13 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   if (auto ok = model.validate(); !ok) return ok.error();
   if (options.tp < 1) return Error{fmt::format("--tp {}: must be at least 1", options.tp)};
   if (model.num_heads % options.tp != 0)
-    return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; pick a TP that divides it",
-                             options.tp, model.num_heads)};
+    return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; valid --tp values: {}",
+                             options.tp, model.num_heads, [&] {
+                               std::string v;
+                               for (int64_t t = 1; t <= model.num_heads; ++t)
+                                 if (model.num_heads % t == 0) v += (v.empty() ? "" : ", ") + std::to_string(t);
+                               return v;
+                             }())};
   // Bounds that keep every product in int64 and reject typos: 16M tokens of context, 1M sequences.
   struct Bound {
     const char* flag;

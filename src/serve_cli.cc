@@ -110,6 +110,10 @@ Expected<ServeResult> run_serve(const ServeFlags& f) {
     auto size = optional_size("--gpu-memory", f.gpu_memory);
     if (!size) return size.error();
     gpu_memory = *size;
+    if (**size < Bytes{int64_t{1} << 30})
+      return Error{fmt::format("--gpu-memory {}: less than 1 GiB, which no GPU this tool plans for has; give a unit, "
+                               "e.g. {}GiB",
+                               f.gpu_memory, f.gpu_memory)};
     result.gpu_name = "custom";
   }
   if (gpu_memory) {

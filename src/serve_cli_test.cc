@@ -77,6 +77,12 @@ TEST(ServeCli, BadInputIsOneLineAndExit2) {
            {"--model", "llama-3-8b", "--context-len", "1024", "--kv-dtype", "int4"},
            {"--model", "llama-3-8b", "--context-len", "1024", "--gpu", "h100"},
            {"--model", "llama-3-8b", "--context-len", "1024", "--gpu-memory", "80 parsecs"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--gpu-memory", "80"},  // bytes: a forgotten unit
+           {"--model", "llama-3-8b", "--context-len", "1024", "--block-size", "9223372036854775807"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--gpu-memory-utilization", "1.5"},
+           {"--model", "llama-3-8b", "--context-len", "1024", "--quant-group-size", "7"},
+           {"--model", "gpt2", "--gpu", "h100-80gb", "--context-len", "2048"},  // past the learned positions
+           {"--model", "llama-3-8b", "--gpu", "h100-80gb", "--context-len", "9223372036854775807"},
        }) {
     CliRun r = run_serve(args);
     EXPECT_EQ(r.rc, 2) << args[5];

@@ -166,7 +166,7 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
     auto sharding = [&](int stage_needed) {
       std::string s;
       if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
-      if (par.pp > 1) s += fmt::format(", stage {} of {}", best.stage.stage, par.pp);
+      if (par.pp > 1) s += fmt::format(", stage {} of {}", best.stage.stage + 1, par.pp);  // 1-based for people
       if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp);
       return s;
     };

@@ -115,7 +115,7 @@ Expected<TrainingEstimate> estimate_training(const ModelSpec& model, TrainingOpt
     }
 
     e.memory.title = pp > 1 ? fmt::format("Peak memory per GPU (pipeline stage {} of {}, the most loaded)",
-                                          e.static_memory.stage.stage, pp)
+                                          e.static_memory.stage.stage + 1, pp)
                             : "Peak memory per GPU";
     add_static_terms(e);
     Term a;
