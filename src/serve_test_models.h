@@ -3,23 +3,15 @@
 #pragma once
 
 #include "model_spec.h"
+#include "test_models.h"  // dense(): one Llama-like fixture builder
 
 namespace actmem::testing {
 
-/// A Llama-style dense model: RMSNorm, SwiGLU, GQA, untied unless said otherwise.
+/// A Llama-style dense model (test_models.h's dense()) with the config's max_position_embeddings.
 inline ModelSpec llama_like(const char* name, int64_t h, int64_t layers, int64_t heads, int64_t kv_heads,
                             int64_t ffn, int64_t vocab, int64_t max_positions) {
-  ModelSpec m;
-  m.name = name;
-  m.model_type = "llama";
-  m.hidden = h;
-  m.num_layers = layers;
-  m.num_heads = heads;
-  m.num_kv_heads = kv_heads;
-  m.head_dim = h / heads;
-  m.vocab = vocab;
+  ModelSpec m = dense(name, h, layers, heads, kv_heads, ffn, vocab);
   m.max_positions = max_positions;
-  m.layers.assign(static_cast<size_t>(layers), LayerSpec{false, ffn, 0});
   return m;
 }
 
