@@ -42,23 +42,6 @@ inline ModelSpec gemma_2_9b() {
   return m;
 }
 
-/// deepseek-ai/DeepSeek-V3 config.json (main model, without the MTP layer): MLA, 3 dense layers
-/// then 58 MoE layers of 256 routed experts (top 8) and one shared expert.
-inline ModelSpec deepseek_v3() {
-  ModelSpec m;
-  m.name = "deepseek-v3";
-  m.model_type = "deepseek_v3";
-  m.hidden = 7168;
-  m.num_layers = 61;
-  m.num_heads = 128;
-  m.num_kv_heads = 128;
-  m.head_dim = 192;  // qk_nope_head_dim + qk_rope_head_dim
-  m.vocab = 129280;
-  m.max_positions = 163840;
-  m.mla = MlaSpec{1536, 512, 128, 64, 128};
-  m.moe = MoeSpec{256, 8, 2048, 2048, false, true, 0.0};
-  for (int i = 0; i < 61; ++i) m.layers.push_back(LayerSpec{i >= 3, i >= 3 ? 0 : 18432, 0});
-  return m;
-}
+// deepseek_v3() comes from test_models.h.
 
 }  // namespace actmem::testing

@@ -72,7 +72,8 @@ inline ModelSpec mixtral_8x7b() {
 inline ModelSpec deepseek_v3() {
   ModelSpec m = dense("deepseek-v3", 7168, 61, 128, 128, 18432, 129280);
   m.model_type = "deepseek_v3";
-  m.head_dim = 192;
+  m.head_dim = 192;  // qk_nope_head_dim + qk_rope_head_dim
+  m.max_positions = 163840;
   m.mla = MlaSpec{1536, 512, 128, 64, 128};
   m.moe = MoeSpec{256, 8, 2048, 2048, false, true, 0.0};
   for (size_t i = 3; i < m.layers.size(); ++i) m.layers[i].moe = true;
