@@ -47,10 +47,30 @@ Breakdown transients_for_stage(const TrainingEstimate& e, const ModelSpec& model
     b.add(t);
   }
   if (e.activations && stage == par.pp - 1) {
-    // Cross entropy's backward materialises d(logits) in fp32 on the last stage, V split by TP.
     const int64_t s_local = act.seq_len / std::max<int64_t>(par.cp, 1);
-    b.add(product_term("logits_grad", "fp32 gradient of the logits (start of backward, last stage)",
-                       {{"4", 4}, {"s/cp", s_local}, {"b", act.micro_batch}, {"V/tp", ceil_div(model.vocab, par.tp)}}));
+    const int64_t v_local = ceil_div(model.vocab, par.tp);
+    if (act.framework == Framework::kHF) {
+      // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
+      // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
+      // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).
+      // Measured on CPU with the profiler's allocation timeline: validation/loss_transient.py.
+      const int64_t e_bytes = dtype_bytes(act.dtype);
+      Term t = product_term("logits_grad",
+                            "loss backward: fp32 d(log-probs) + fp32 d(logits) + the logits the caller holds",
+                            {{"(8+e)", 8 + e_bytes}, {"s/cp", s_local}, {"b", act.micro_batch}, {"V/tp", v_local}});
+      t.note = "HF Trainer drops outputs.logits before backward: then e·s·b·V less";
+      b.add(t);
+    } else {
+      // Megatron's vocab-parallel cross entropy writes its gradient in place into the saved fp32
+      // softmax; around it live the logits in the activation dtype or, in backward, their gradient.
+      // Whether the fp32 upcast is a separate copy depends on the Megatron version: a 4-byte buffer
+      // covers both, so this term is an allowance.
+      Term t = product_term("logits_grad", "logits-sized buffer around the fused cross entropy (last stage)",
+                            {{"4", 4}, {"s/cp", s_local}, {"b", act.micro_batch}, {"V/tp", v_local}},
+                            Exactness::kAllowance);
+      t.note = "Megatron-version dependent: the fp32 upcast of the logits or the gradient of the logits";
+      b.add(t);
+    }
   }
   return b;
 }
