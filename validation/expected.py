@@ -122,6 +122,8 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
     label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
+    if not hf:
+        t.append(("CE target_mask bool (vocab-parallel CE, also at t = 1)", "T", T))
     return t
 
 
