@@ -518,6 +518,12 @@ Graph build_embedding(const Context& c) {
   Graph g;
   const Factor s_ids{c.options.parallel.cp > 1 ? "s/cp" : "s", c.seq_local};
   g.save(g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64));
+  // Megatron-LM VocabParallelEmbedding.forward (tensor_parallel/layers.py), tp > 1: ids outside the
+  // rank's vocabulary are masked, and `output_parallel[input_mask, :] = 0.0` (index_put_) keeps the
+  // bool mask (measured: validation/EXPECTED.md, "one rank").
+  if (c.rules.framework == Framework::kMegatron && c.tp > 1)
+    g.save(g.add("embedding.input_mask", Group::kEmbedding, "vocab-parallel embedding", {s_ids, c.b}, DType::kBool,
+                 "ids outside this rank's vocabulary, kept by index_put_"));
   if (c.model.learned_positions)
     g.save(g.add("embedding.position_ids", Group::kEmbedding, "embedding",
                  c.rules.position_ids_batched ? std::vector<Factor>{s_ids, c.b} : std::vector<Factor>{s_ids},
@@ -542,6 +548,11 @@ Graph build_head(const Context& c) {
   g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
                "fp32 (log-)softmax over the vocabulary at every position"));
   g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {c.s_tp, c.b}, DType::kINT64));
+  // Megatron-LM _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py) saves (exp_logits,
+  // target_mask, masked_target_1d): the bool mask of targets outside the rank's vocabulary too.
+  if (c.rules.framework == Framework::kMegatron)
+    g.save(g.add("loss.target_mask", Group::kHeadLoss, "vocab-parallel cross entropy", {c.s_tp, c.b}, DType::kBool,
+                 "targets outside this rank's vocabulary"));
   return g;
 }
 

@@ -320,7 +320,8 @@ TEST(ActivationMegatron, GptOutsideTheLayers) {
   auto r = run(paper_gpt("gpt-small", h, 4, 2, V), {.seq_len = s, .micro_batch = b, .framework = Framework::kMegatron,
                                                      .attention = AttentionImpl::kEager});
   EXPECT_EQ(r.embedding.count(), 8 * T + 8 * T + T * h);  // ids, (b, s) position ids, dropout mask
-  EXPECT_EQ(r.head_loss.count(), 2 * T * h + 8 * T + 2 * T * h + 4 * T * V + 8 * T);
+  // final LN input + stats, LM head input, fp32 softmax, int64 targets, bool target_mask
+  EXPECT_EQ(r.head_loss.count(), 2 * T * h + 8 * T + 2 * T * h + 4 * T * V + 8 * T + T);
   EXPECT_EQ(r.shared.count(), 0);
 }
 
@@ -354,6 +355,28 @@ TEST(ActivationParallel, KvHeadsReplicatedWhenFewerThanTp) {
                            + (2 * s * h + 4 * s + 2 * s * h) / t  // MLP norm input + rstd, fc1 input
                            + 4 * s * f / t + 2 * s * f / t;      // fc1 output, fc2 input
   EXPECT_EQ(r.per_layer.count(), expected);
+}
+
+// Megatron-LM tensor_parallel/layers.py VocabParallelEmbedding.forward (tp > 1) keeps the bool
+// input_mask through `output_parallel[input_mask, :] = 0.0`; tensor_parallel/cross_entropy.py
+// _VocabParallelCrossEntropy saves (exp_logits, target_mask, masked_target_1d). Both measured in
+// validation/EXPECTED.md ("Tensor/sequence/context parallel, one rank"): 1 byte per local token each.
+TEST(ActivationParallel, VocabParallelEmbeddingAndCrossEntropyKeepBoolMasks) {
+  const int64_t s = 8192, t = 8, cp = 2, v = 128256;
+  auto r = run(llama_3_70b(), {.seq_len = s, .framework = Framework::kMegatron, .parallel = {.tp = t, .sp = true, .cp = cp}});
+  int64_t embedding = 0, head = 0;
+  for (const auto& x : r.tensors) {
+    if (x.name == "embedding.input_mask") embedding = x.bytes.count();
+    if (x.name == "loss.target_mask") head = x.bytes.count();
+  }
+  EXPECT_EQ(embedding, s / cp);
+  EXPECT_EQ(head, s / cp);
+  EXPECT_EQ(r.head_loss.count(), (2 * s / (cp * t) * 8192 + 4 * s / (cp * t)) + 2 * s / (cp * t) * 8192 +
+                                     4 * s / cp * (v / t) + 8 * s / cp + s / cp);
+  // Without TP the embedding looks its ids up directly (no mask); the loss still keeps its mask.
+  auto one = run(llama_3_70b(), {.seq_len = s, .framework = Framework::kMegatron});
+  for (const auto& x : one.tensors) EXPECT_NE(x.name, "embedding.input_mask");
+  EXPECT_EQ(one.embedding.count(), 8 * s);
 }
 
 TEST(ActivationParallel, ContextParallelHalvesSequence) {

@@ -281,9 +281,12 @@ class BiasGeLUFn(torch.autograd.Function):
 
 
 class FusedCrossEntropyFn(torch.autograd.Function):
-    """Megatron (vocab-parallel / fused) cross entropy: saves the fp32 softmax of the logits
-    (4 bytes x tokens x V) and the int64 targets; the logits themselves are not saved.
-    Returns per-token losses (fp32)."""
+    """Megatron (vocab-parallel / fused) cross entropy with tp = 1: saves the fp32 softmax of the
+    logits (4 bytes x tokens x V), the bool target_mask (targets outside the rank's vocabulary:
+    none at tp = 1, still saved) and the int64 masked targets (Megatron-LM
+    tensor_parallel/cross_entropy.py, _VocabParallelCrossEntropy: save_for_backward(exp_logits,
+    target_mask, masked_target_1d)); the logits themselves are not saved.
+    Returns per-token losses (fp32). parallel_models.VocabParallelCrossEntropyFn is the tp > 1 one."""
 
     @staticmethod
     def forward(ctx, logits, target):
@@ -291,13 +294,15 @@ class FusedCrossEntropyFn(torch.autograd.Function):
             lf = logits.float()
             softmax = torch.softmax(lf, dim=-1)
             loss = torch.logsumexp(lf, dim=-1) - lf.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+            target_mask = (target < 0) | (target >= lf.shape[-1])
+            masked_target = target.clone()
         ctx.logits_dtype = logits.dtype
-        ctx.save_for_backward(softmax, target)
+        ctx.save_for_backward(softmax, target_mask, masked_target)
         return loss
 
     @staticmethod
     def backward(ctx, grad):
-        softmax, target = ctx.saved_tensors
+        softmax, _, target = ctx.saved_tensors
         g = softmax.clone()
         g.scatter_add_(-1, target.unsqueeze(-1), -torch.ones_like(target, dtype=g.dtype).unsqueeze(-1))
         return (g * grad.unsqueeze(-1)).to(ctx.logits_dtype), None

@@ -122,11 +122,85 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
     label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
+    if not hf:
+        t.append(("CE target_mask bool (vocab-parallel CE, also at t = 1)", "T", T))
     return t
 
 
 def expected(cfg: models.ModelConfig, run: models.RunConfig):
     """(per_layer_bytes, total_bytes, layer terms, outside terms)."""
     layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
+    per_layer = sum(x[2] for x in layer)
+    return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside
+
+
+# ---------------------------------------------------------------------------------------------
+# One tensor/sequence/context-parallel rank of the megatron model (parallel_models.py)
+
+
+def _terms_rank(cfg: models.ModelConfig, run: models.RunConfig, par):
+    """(layer terms, outside terms) of one rank: heads a_r = a/t, KV heads kv_r = kv/t (or 1 when
+    kv < t), FFN f_r = f/t, vocabulary V_r = ceil(V/t); the rank's sequence s_l = s/cp, the
+    residual stream s_r = s_l/t under SP (else s_l). T_l = s_l·b, T_r = s_r·b."""
+    import parallel_models
+
+    a, kv, f, V = parallel_models.rank_shapes(cfg, par)
+    s, b, h, d = run.seq_len // par.cp, run.micro_batch, cfg.hidden, cfg.head_dim
+    s_r = s // par.tp if par.sp and par.tp > 1 else s
+    T, Tr, e = s * b, s_r * b, 2 if run.dtype == "bf16" else 4
+    ph, pa = run.hidden_dropout > 0, run.attention_dropout > 0
+    gpt, eager = cfg.family == "gpt2", run.attention == "eager"
+    stats = 8 if gpt else 4
+    layer = []
+    if run.recompute == "full":
+        layer.append(("layer input (checkpoint), s_r", "e·T_r·h", e * Tr * h))
+    else:
+        for label in ("norm1", "norm2"):
+            layer += [
+                (f"{label} input (s_r)", "e·T_r·h", e * Tr * h),
+                (f"{label} fp32 stats (s_r)", f"{stats}·T_r", stats * Tr),
+                (f"{label} output = column-parallel input, s_r shard", "e·T_r·h", e * Tr * h),
+            ]  # fmt: skip
+        qkv = ("fused QKV output, rank shard", "e·T_l·(a_r+2kv_r)·d", e * T * (a + 2 * kv) * d)
+        if not gpt:
+            layer.append(("q after fused RoPE", "e·T_l·a_r·d", e * T * a * d))
+            if eager and run.recompute != "selective" and a > kv:
+                layer += [("k expanded (copy)", "e·T_l·a_r·d", e * T * a * d), ("v expanded (copy)", "e·T_l·a_r·d", e * T * a * d)]
+            else:
+                layer.append(("k after fused RoPE", "e·T_l·kv_r·d", e * T * kv * d))
+        if gpt or not eager or run.recompute == "selective" or a == kv:
+            layer.append(qkv)
+        if run.recompute != "selective":
+            if eager:
+                layer.append(("softmax output", "e·b·a_r·s²", e * b * a * s * s))
+                if pa:
+                    layer += [("attn dropout mask", "b·a_r·s²", b * a * s * s), ("attn dropout out", "e·b·a_r·s²", e * b * a * s * s)]
+            else:
+                layer.append(("flash logsumexp fp32", "4·b·a_r·s_l", 4 * b * a * s))
+        layer.append(("context = row-parallel proj input", "e·T_l·a_r·d", e * T * a * d))
+        layer.append(("MLP kernel input + fc2 input", f"{2 if gpt else 3}·e·T_l·f_r", (2 if gpt else 3) * e * T * f))
+        if ph:
+            layer += [("hidden dropout mask after proj (s_r)", "T_r·h", Tr * h), ("hidden dropout mask after fc2 (s_r)", "T_r·h", Tr * h)]
+    out = [("input ids int64 (masked_input when t > 1)", "8·T_l", 8 * T)]
+    if par.tp > 1:
+        out.append(("VocabParallelEmbedding input_mask bool (index_put_)", "T_l", T))
+    if gpt:
+        out.append(("position ids int64", "8·T_l", 8 * T))
+    if ph:
+        out.append(("embedding dropout mask (s_r)", "T_r·h", Tr * h))
+    out += [
+        ("final norm input (s_r)", "e·T_r·h", e * Tr * h),
+        ("final norm fp32 stats (s_r)", f"{stats}·T_r", stats * Tr),
+        ("LM head input, s_r shard", "e·T_r·h", e * Tr * h),
+        ("vocab-parallel CE fp32 softmax", "4·T_l·V_r", 4 * T * V),
+        ("CE target_mask bool", "T_l", T),
+        ("CE masked_target int64", "8·T_l", 8 * T),
+    ]  # fmt: skip
+    return layer, out
+
+
+def expected_rank(cfg: models.ModelConfig, run: models.RunConfig, par):
+    """(per_layer_bytes, total_bytes, layer terms, outside terms) of one parallel rank."""
+    layer, outside = _terms_rank(cfg, run, par)
     per_layer = sum(x[2] for x in layer)
     return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside

@@ -74,11 +74,18 @@ def _saver_names(root, by_key):
         stack.extend(fn for fn, _ in node.next_functions)
 
 
-def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=False):
-    model = models.build(cfg, run, seed)
+def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=False, par=None):
+    """`par` (parallel_models.ParallelConfig): measure one tensor/sequence/context-parallel rank
+    of the megatron model instead; its tokens are s/cp of the sequence."""
+    if par is None:
+        model, seq = models.build(cfg, run, seed), run.seq_len
+    else:
+        import parallel_models
+
+        model, seq = parallel_models.build(cfg, run, par, seed), run.seq_len // par.cp
     generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=generator)
-    labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=generator)
+    input_ids = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=generator)
+    labels = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=generator)
     excluded = {_storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
     by_key = {}
 

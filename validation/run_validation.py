@@ -23,6 +23,7 @@ import torch  # noqa: E402
 import expected  # noqa: E402
 import measure  # noqa: E402
 import models  # noqa: E402
+import parallel_models  # noqa: E402
 
 TOLERANCE = 0.01  # relative, on per-layer and on total bytes
 
@@ -43,12 +44,28 @@ MIXTRAL_TOP1 = dict(MIXTRAL, experts=3, top_k=1, ffn=288)
 MIXTRAL_TOP3 = dict(MIXTRAL, experts=5, top_k=3, ffn=160, heads=6, head_dim=48)
 
 
-def case(name, model, fw, attn, rc, dtype, s, b, hd=0.0, ad=0.0):
+# one tensor/sequence/context-parallel rank (parallel_models.py): heads, KV heads, FFN divisible by 4
+GPT_TP = dict(GPT2, heads=8, kv_heads=8, head_dim=40, vocab=1004)
+GPT_TP_ODDV = dict(GPT_TP, vocab=1003, layers=2)  # V/t rounded up
+LLAMA_TP_GQA = dict(LLAMA_MHA, heads=12, kv_heads=4, head_dim=32, vocab=1004)
+LLAMA_TP_MHA = dict(LLAMA_MHA, heads=8, kv_heads=8, head_dim=40, ffn=736, vocab=1012)
+LLAMA_TP_KVREP = dict(LLAMA_MHA, heads=8, kv_heads=2, head_dim=48, vocab=1004)  # kv < t at tp 4
+
+
+def case(name, model, fw, attn, rc, dtype, s, b, hd=0.0, ad=0.0, tp=1, sp=False, cp=1):
+    par = parallel_models.ParallelConfig(tp, sp, cp) if (tp, sp, cp) != (1, False, 1) else None
     return dict(
         name=name,
         model=models.ModelConfig(**model),
         run=models.RunConfig(fw, attn, rc, dtype, seq_len=s, micro_batch=b, hidden_dropout=hd, attention_dropout=ad),
+        par=par,
     )
+
+
+def rank(name, model, attn, rc, dtype, s, b, hd=0.0, ad=0.0, tp=1, sp=False, cp=1):
+    """A case of kind 'rank': one parallel rank of the megatron model, compared with
+    `actmem estimate --framework megatron --tp T [--sp] --cp C`."""
+    return case(name, model, "megatron", attn, rc, dtype, s, b, hd, ad, tp, sp, cp)
 
 
 CASES = [
@@ -106,6 +123,32 @@ CASES = [
     case("mixtral-hf-flash-none-fp32-top1", MIXTRAL_TOP1, "hf", "flash", "none", "fp32", 41, 3),
     case("mixtral-hf-eager-none-fp32-top3", MIXTRAL_TOP3, "hf", "eager", "none", "fp32", 29, 3),
     case("mixtral-hf-sdpa-full-bf16", MIXTRAL, "hf", "sdpa", "full", "bf16", 37, 3),
+    # One tensor / sequence / context parallel rank (megatron), kind "rank"
+    rank("gpt2-megatron-tp2-eager-none-bf16-drop", GPT_TP, "eager", "none", "bf16", 37, 3, 0.1, 0.1, tp=2),
+    rank("gpt2-megatron-tp2-sp-eager-none-bf16-drop", GPT_TP, "eager", "none", "bf16", 38, 3, 0.1, 0.1, tp=2, sp=True),
+    rank("gpt2-megatron-tp4-eager-selective-bf16-drop", GPT_TP, "eager", "selective", "bf16", 37, 2, 0.1, 0.1, tp=4),
+    rank("gpt2-megatron-tp4-sp-eager-selective-bf16-drop", GPT_TP, "eager", "selective", "bf16", 44, 3, 0.1, 0.1, tp=4, sp=True),
+    rank("gpt2-megatron-tp4-sp-flash-none-fp32-drop", GPT_TP, "flash", "none", "fp32", 36, 3, 0.1, 0.0, tp=4, sp=True),
+    rank("gpt2-megatron-tp2-sp-eager-full-bf16-drop", GPT_TP, "eager", "full", "bf16", 38, 3, 0.1, 0.1, tp=2, sp=True),
+    rank("gpt2-megatron-tp4-eager-full-fp32", GPT_TP, "eager", "full", "fp32", 37, 2, tp=4),
+    rank("gpt2-megatron-tp2-sp-flash-none-bf16-oddvocab", GPT_TP_ODDV, "flash", "none", "bf16", 38, 2, 0.1, 0.0, tp=2, sp=True),
+    rank("llama-megatron-tp2-eager-none-bf16-gqa", LLAMA_TP_GQA, "eager", "none", "bf16", 37, 3, tp=2),
+    rank("llama-megatron-tp2-sp-eager-none-bf16-gqa", LLAMA_TP_GQA, "eager", "none", "bf16", 38, 3, tp=2, sp=True),
+    rank("llama-megatron-tp4-flash-none-bf16-gqa", LLAMA_TP_GQA, "flash", "none", "bf16", 37, 3, tp=4),
+    rank("llama-megatron-tp4-sp-flash-none-bf16-gqa", LLAMA_TP_GQA, "flash", "none", "bf16", 44, 3, tp=4, sp=True),
+    rank("llama-megatron-tp2-sp-eager-selective-bf16-gqa-drop", LLAMA_TP_GQA, "eager", "selective", "bf16", 38, 3, 0.1, 0.1, tp=2, sp=True),
+    rank("llama-megatron-tp4-sp-flash-selective-fp32-gqa", LLAMA_TP_GQA, "flash", "selective", "fp32", 36, 2, tp=4, sp=True),
+    rank("llama-megatron-tp4-sp-eager-full-bf16-gqa", LLAMA_TP_GQA, "eager", "full", "bf16", 36, 3, tp=4, sp=True),
+    rank("llama-megatron-tp2-flash-full-bf16-gqa", LLAMA_TP_GQA, "flash", "full", "bf16", 37, 3, tp=2),
+    rank("llama-megatron-tp2-eager-none-bf16-mha", LLAMA_TP_MHA, "eager", "none", "bf16", 37, 3, tp=2),
+    rank("llama-megatron-tp4-eager-none-bf16-kvrep", LLAMA_TP_KVREP, "eager", "none", "bf16", 37, 3, tp=4),
+    rank("llama-megatron-tp4-sp-flash-none-bf16-kvrep", LLAMA_TP_KVREP, "flash", "none", "bf16", 44, 2, 0.1, 0.0, tp=4, sp=True),
+    rank("llama-megatron-cp2-flash-none-bf16-gqa", LLAMA_TP_GQA, "flash", "none", "bf16", 44, 3, cp=2),
+    rank("llama-megatron-cp2-flash-selective-fp32-gqa", LLAMA_TP_GQA, "flash", "selective", "fp32", 36, 2, cp=2),
+    rank("llama-megatron-cp2-tp2-sp-flash-none-bf16-gqa", LLAMA_TP_GQA, "flash", "none", "bf16", 44, 3, tp=2, sp=True, cp=2),
+    rank("llama-megatron-cp2-tp2-flash-full-bf16-gqa", LLAMA_TP_GQA, "flash", "full", "bf16", 44, 3, tp=2, cp=2),
+    rank("gpt2-megatron-cp2-flash-none-bf16-drop", GPT_TP, "flash", "none", "bf16", 48, 3, 0.1, 0.1, cp=2),
+    rank("gpt2-megatron-cp4-tp2-sp-flash-none-fp32", GPT_TP, "flash", "none", "fp32", 48, 2, tp=2, sp=True, cp=4),
 ]
 
 
@@ -161,7 +204,10 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
     return config
 
 
-def cli_args(actmem, config_path, run: models.RunConfig):
+def cli_args(actmem, config_path, run: models.RunConfig, par=None):
+    parallel = []
+    if par is not None:
+        parallel = ["--tp", str(par.tp), "--cp", str(par.cp)] + (["--sp"] if par.sp else [])
     return [
         actmem, "estimate", "--model", config_path,
         "--seq-len", str(run.seq_len), "--micro-batch", str(run.micro_batch),
@@ -169,7 +215,7 @@ def cli_args(actmem, config_path, run: models.RunConfig):
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
         "--json",
-    ]  # fmt: skip
+    ] + parallel  # fmt: skip
 
 
 def run_cli(actmem, c, workdir):
@@ -180,7 +226,7 @@ def run_cli(actmem, c, workdir):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(hf_config(c["model"], c["run"]), f, indent=2)
-    args = cli_args(actmem, path, c["run"])
+    args = cli_args(actmem, path, c["run"], c["par"])
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -206,7 +252,7 @@ def rel_error(estimated, measured):
 def tensor_diff(c, activations):
     """Match the CLI's tensors with EXPECTED.md's terms (verified against the measurement) by byte
     count and list what is left on either side: the tensors that make the difference."""
-    _, _, layer_terms, outside_terms = expected.expected(c["model"], c["run"])
+    _, _, layer_terms, outside_terms = expected_for(c)
     terms = [("layer", *t) for t in layer_terms] + [("outside", *t) for t in outside_terms]
     left_est = list(activations.get("tensors") or [])
     unmatched = []
@@ -233,13 +279,19 @@ def _int(value):
         return None
 
 
+def expected_for(c):
+    if c["par"] is not None:
+        return expected.expected_rank(c["model"], c["run"], c["par"])
+    return expected.expected(c["model"], c["run"])
+
+
 def check_formulas(cases):
     """Measured bytes must equal the hand formulas exactly (they are exact byte counts)."""
     failed = 0
     print(f"{'case':46s} {'meas/layer':>11s} {'formula':>11s} {'meas total':>11s} {'formula':>11s}")
     for c in cases:
-        m = measure.measure(c["model"], c["run"])
-        per_layer, total, _, _ = expected.expected(c["model"], c["run"])
+        m = measure.measure(c["model"], c["run"], par=c["par"])
+        per_layer, total, _, _ = expected_for(c)
         ok = per_layer == m.per_layer_bytes and total == m.total_bytes
         failed += not ok
         print(f"{c['name']:46s} {m.per_layer_bytes:>11d} {per_layer:>11d} {m.total_bytes:>11d} {total:>11d}  {'ok' if ok else 'DIFF'}")
@@ -278,13 +330,13 @@ def main():
     print(header)
     with tempfile.TemporaryDirectory(prefix="actmem-validation-") as workdir:
         for c in cases:
-            m = measure.measure(c["model"], c["run"], backward=args.backward)
+            m = measure.measure(c["model"], c["run"], backward=args.backward, par=c["par"])
             if args.measure_only:
                 print(f"{c['name']:46s} {m.per_layer_bytes:>11d} {'':>11s} {'':>7s} {m.total_bytes:>11d}")
                 regions = ", ".join(f"{k}: {v}" for k, v in m.region_bytes.items())
                 print(f"    regions: {regions}")
                 print(measure.format_storages(m, None if args.all_tensors else f"layer {m.middle_layer}"))
-                _, _, layer_terms, outside_terms = expected.expected(c["model"], c["run"])
+                _, _, layer_terms, outside_terms = expected_for(c)
                 print("    EXPECTED.md terms, per layer:")
                 for name, formula, nbytes in layer_terms:
                     print(f"      {name:60s} {formula:16s} {nbytes:>10d}")
