@@ -97,6 +97,7 @@ struct NormSaves {
 /// in validation/EXPECTED.md; Megatron: permute/unpermute, not yet measured).
 struct MoeSaves {
   bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
+  bool topk_weights_kept_by_normalization;  // only `/=` keeps the fp32 top-k weights (topk keeps indices)
   int index_bytes;        // per routed row: torch.where's (row, token) pair is one (n, 2) int64 storage
   bool index_add_source;  // index_add_ keeps its source, the weighted expert output
 };
@@ -128,7 +129,7 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
      /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
      /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax",
-     /*moe=*/{true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
+     /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
     // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
     {Framework::kMegatron,
      /*rms_norm=*/{true, false, false, true, false},
@@ -136,7 +137,7 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
      /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
      /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax",
-     /*moe=*/{false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
+     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
 }};
 
 const FrameworkRules& rules_for(Framework f) {
@@ -480,8 +481,9 @@ int moe(Graph& g, const Context& c, int x) {
   g.save(g.add("moe.router_probs", grp, "router", cat(tokens, {experts}), DType::kFP32,
                "fp32 softmax/sigmoid scores, kept by their backward"));
   g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64));
-  g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
-  if (c.rules.moe.topk_row_sums)
+  if (spec.normalize_topk || !c.rules.moe.topk_weights_kept_by_normalization)
+    g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
+  if (c.rules.moe.topk_row_sums && spec.normalize_topk)
     g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
 
   // Rows each GPU's experts process: k·s·b/ep with balanced routing (dropless), or the padded

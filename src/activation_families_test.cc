@@ -149,5 +149,23 @@ TEST(ActivationHfFamilies, Qwen3QkNorm) {
   EXPECT_EQ(r.per_layer.count(), 2263068);  // measured
 }
 
+// Cases qwen3_moe-hf-eager-none-bf16 (norm_topk_prob true) and qwen3_moe-hf-eager-none-bf16-nonorm:
+// without the in-place `weights /= weights.sum(-1)` nothing keeps the fp32 top-k weights (topk keeps
+// only its indices) nor the row sums (EXPECTED.md, "hf Mixtral / Qwen3-MoE MoE").
+TEST(ActivationHfFamilies, Qwen3MoeNormTopkProb) {
+  const std::string base = R"({"model_type": "qwen3_moe", "hidden_size": 320, "num_hidden_layers": 2,
+      "num_attention_heads": 6, "num_key_value_heads": 6, "head_dim": 48, "intermediate_size": 640,
+      "moe_intermediate_size": 160, "num_experts": 5, "num_experts_per_tok": 3, "vocab_size": 1009,
+      "torch_dtype": "bfloat16", )";
+  const int64_t s = 29, b = 2, k = 3, T = s * b;
+  auto normalized = run(config(base + R"("norm_topk_prob": true})"), s, b, DType::kBF16, AttentionImpl::kEager);
+  auto plain = run(config(base + R"("norm_topk_prob": false})"), s, b, DType::kBF16, AttentionImpl::kEager);
+  EXPECT_EQ(normalized.per_layer.count() - plain.per_layer.count(), 4 * T * k + 4 * T);
+  EXPECT_EQ(plain.per_layer.count(), 1257324);  // measured
+  // Absent key: the Qwen3MoeConfig default, false.
+  auto absent = run(config(base + R"("mlp_only_layers": []})"), s, b, DType::kBF16, AttentionImpl::kEager);
+  EXPECT_EQ(absent.per_layer.count(), plain.per_layer.count());
+}
+
 }  // namespace
 }  // namespace actmem

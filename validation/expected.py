@@ -100,13 +100,15 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
     else:
         norm("norm2", input_saved_already=hf and cfg.family == "gpt_neox" and cfg.parallel_residual)
     # ---- MLP
-    if cfg.family == "mixtral":
+    if cfg.family in ("mixtral", "qwen3_moe"):
         E, k = cfg.experts, cfg.top_k
+        t.extend([("router softmax fp32", "4·T·E", 4 * T * E), ("top-k indices int64", "8·T·k", 8 * T * k)])
+        if cfg.norm_topk_prob:
+            t.extend([
+                ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
+                ("routing weight sum fp32", "4·T", 4 * T),
+            ])  # fmt: skip
         t.extend([
-            ("router softmax fp32", "4·T·E", 4 * T * E),
-            ("top-k indices int64", "8·T·k", 8 * T * k),
-            ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
-            ("routing weight sum fp32", "4·T", 4 * T),
             ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
             ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
             ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),

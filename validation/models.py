@@ -70,6 +70,7 @@ class ModelConfig:
     query_pre_attn_scalar: int = 0  # gemma2: scaling = query_pre_attn_scalar ** -0.5
     attn_softcap: float = 0.0  # gemma2 attn_logit_softcapping (eager: tanh on the scores)
     final_softcap: float = 0.0  # gemma2 final_logit_softcapping (tanh on the logits)
+    norm_topk_prob: bool = True  # MoE: top-k weights renormalized (Mixtral always; Qwen3-MoE config key)
 
     @property
     def traits(self):
@@ -99,6 +100,7 @@ FAMILY_TRAITS = {
     "gemma": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True),
     "gemma2": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True, sandwich=True),
     "qwen3": FamilyTraits(qk_norm=True),
+    "qwen3_moe": FamilyTraits(qk_norm=True),  # + Qwen3MoeSparseMoeBlock (the Mixtral loop, norm_topk_prob)
     "phi3": FamilyTraits(qkv="phi3", mlp="phi3"),
     "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True),
 }
@@ -337,7 +339,8 @@ class HFMoE(nn.Module):
         router_logits = self.gate(x)
         weights = F.softmax(router_logits, dim=1, dtype=torch.float)
         weights, selected = torch.topk(weights, self.cfg.top_k, dim=-1)
-        weights /= weights.sum(dim=-1, keepdim=True)
+        if self.cfg.norm_topk_prob:  # the in-place div keeps the fp32 weights and their row sums
+            weights /= weights.sum(dim=-1, keepdim=True)
         weights = weights.to(x.dtype)
         final = torch.zeros((b * s, h), dtype=x.dtype)
         expert_mask = F.one_hot(selected, num_classes=self.cfg.experts).permute(2, 1, 0)
@@ -362,7 +365,7 @@ class HFLayer(nn.Module):
         if cfg.traits.norm == "layer":
             self.norm_b = nn.ParameterList(nn.Parameter(torch.zeros(h)) for _ in range(n_norms))
         self.attn = HFAttention(cfg, run)
-        self.mlp = HFMoE(cfg, run) if cfg.family == "mixtral" else HFMLP(cfg, run)
+        self.mlp = HFMoE(cfg, run) if cfg.family in ("mixtral", "qwen3_moe") else HFMLP(cfg, run)
 
     def norm(self, x, i):
         return hf_norm(self.cfg, x, self.norm_w[i], self.norm_b[i] if self.cfg.traits.norm == "layer" else None)

@@ -48,6 +48,8 @@ QWEN3 = dict(LLAMA_MHA, family="qwen3", layers=2, heads=10, kv_heads=2, head_dim
 QWEN3_MHA = dict(QWEN3, heads=5, kv_heads=5, head_dim=48, ffn=736)
 PHI3 = dict(LLAMA_MHA, family="phi3", layers=2, vocab=1009, ffn=900)
 PHI3_GQA = dict(PHI3, heads=10, kv_heads=2, head_dim=32, rotary_pct=0.75)
+QWEN3_MOE = dict(QWEN3, family="qwen3_moe", ffn=192, experts=4, top_k=2)
+QWEN3_MOE_NONORM = dict(QWEN3_MOE, heads=6, kv_heads=6, head_dim=48, experts=5, top_k=3, ffn=160, norm_topk_prob=False)
 NEOX = dict(family="gpt_neox", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003, rotary_pct=0.25, attention_bias=True)
 NEOX_SEQ = dict(NEOX, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, rotary_pct=0.5, parallel_residual=False)
 
@@ -129,6 +131,10 @@ CASES = [
     case("qwen3-hf-eager-none-fp32-mha", QWEN3_MHA, "hf", "eager", "none", "fp32", 29, 3),
     case("qwen3-hf-flash-none-fp32-gqa", QWEN3, "hf", "flash", "none", "fp32", 41, 2),
     case("qwen3-hf-sdpa-none-bf16-mha", QWEN3_MHA, "hf", "sdpa", "none", "bf16", 33, 3),
+    # Qwen3-MoE (Qwen3 attention + the Mixtral-style expert loop; norm_topk_prob true and false)
+    case("qwen3_moe-hf-eager-none-bf16", QWEN3_MOE, "hf", "eager", "none", "bf16", 37, 3),
+    case("qwen3_moe-hf-flash-none-fp32-nonorm", QWEN3_MOE_NONORM, "hf", "flash", "none", "fp32", 33, 3),
+    case("qwen3_moe-hf-eager-none-bf16-nonorm", QWEN3_MOE_NONORM, "hf", "eager", "none", "bf16", 29, 2),
     # Phi-3 (fused qkv_proj sliced into q | k | v, fused gate_up_proj, partial rotary)
     case("phi3-hf-eager-none-bf16-mha", PHI3, "hf", "eager", "none", "bf16", 37, 3),
     case("phi3-hf-flash-none-bf16-mha", PHI3, "hf", "flash", "none", "bf16", 41, 3),
@@ -191,7 +197,7 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         }
     classes = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM",
                "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-               "phi3": "Phi3ForCausalLM"}  # fmt: skip
+               "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}  # fmt: skip
     config = {
         "model_type": cfg.family,
         "architectures": [classes[cfg.family]],
@@ -224,9 +230,18 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         config["attn_logit_softcapping"] = cfg.attn_softcap
         config["final_logit_softcapping"] = cfg.final_softcap
         config["sliding_window"] = 4096  # even layers; longer than every case's s
-    if cfg.family == "qwen3":
+    if cfg.family in ("qwen3", "qwen3_moe"):
         config["attention_bias"] = False
         config["use_sliding_window"] = False
+    if cfg.family == "qwen3_moe":
+        config["num_experts"] = cfg.experts
+        config["num_experts_per_tok"] = cfg.top_k
+        config["moe_intermediate_size"] = cfg.ffn
+        config["intermediate_size"] = 4 * cfg.ffn  # dense MLP size, unused: every layer is sparse
+        config["decoder_sparse_step"] = 1
+        config["mlp_only_layers"] = []
+        config["norm_topk_prob"] = cfg.norm_topk_prob
+        config["output_router_logits"] = False
     if cfg.family == "phi3":
         del config["head_dim"]  # Phi3Config has none: hidden_size // num_attention_heads
         config["partial_rotary_factor"] = cfg.rotary_pct
