@@ -89,10 +89,15 @@ struct NormSaves {
   bool normalized;  // x·rstd cast back to the activation dtype, saved by the `weight *` multiply
 };
 
+/// HF eager attention: torch.matmul folds (b, heads) with reshape, so a q, k or v that is a strided
+/// view (a slice of a fused QKV output, a transposed projection output) is copied and the copy is
+/// what bmm keeps; Megatron's bmm on [s, b·a, d] views keeps the views (and their whole storage).
+
 /// What the MoE block keeps beyond its experts' MLPs (HF: the MixtralSparseMoeBlock loop, verified
 /// in validation/EXPECTED.md; Megatron: permute/unpermute, not yet measured).
 struct MoeSaves {
   bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
+  bool topk_weights_kept_by_normalization;  // only `/=` keeps the fp32 top-k weights (topk keeps indices)
   int index_bytes;        // per routed row: torch.where's (row, token) pair is one (n, 2) int64 storage
   bool index_add_source;  // index_add_ keeps its source, the weighted expert output
 };
@@ -107,6 +112,7 @@ struct FrameworkRules {
   bool rope_saves_cos_sin;  // q·cos + rotate_half(q)·sin saves cos and sin (shared across layers)
   bool python_gelu_new;     // gelu_new written as its Python formula: saves x, tanh, 0.5·x, 1 + tanh
   bool softmax_fp32;        // eager softmax(dtype=float32) saves an fp32 output (unless the model says otherwise)
+  bool eager_matmul_copies_views;  // eager QKᵀ / AV keep copies of strided q, k, v views, not their storage
   bool flash_pads_v;        // MLA with flash: v padded to the q/k head dim (HF DeepSeek-V3)
   bool router_input_fp32;   // DeepSeek-V3 gate: F.linear(x.float(), w.float()) keeps an fp32 copy of x
   const char* loss_name;    // what the loss keeps: HF log_softmax, Megatron's fused softmax
@@ -122,16 +128,16 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
      /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
-     /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax",
-     /*moe=*/{true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
+     /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax",
+     /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
     // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
     {Framework::kMegatron,
      /*rms_norm=*/{true, false, false, true, false},
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
      /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
-     /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax",
-     /*moe=*/{false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
+     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax",
+     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
 }};
 
 const FrameworkRules& rules_for(Framework f) {
@@ -140,17 +146,25 @@ const FrameworkRules& rules_for(Framework f) {
   return kRules[0];
 }
 
-/// HF modeling-file quirks that differ by model_type (a row per family that deviates from Llama's).
+/// HF modeling-file quirks that differ by model_type (a row per family that deviates from Llama's;
+/// validation/EXPECTED.md verifies each against the measured saved tensors).
 struct HfModelTraits {
   std::string_view model_type;
-  bool softmax_in_activation_dtype;  // GPT-2: nn.functional.softmax without dtype=float32
+  bool softmax_in_activation_dtype = false;  // GPT-2: nn.functional.softmax without dtype=float32
+  // GemmaRMSNorm: `(x·rsqrt).float() * (1.0 + weight.float())`, then cast: the multiply keeps the
+  // fp32 normalized x (instead of Llama's activation-dtype one) and the fp32 (1 + w) vector.
+  bool rms_norm_scale_fp32 = false;
 };
-constexpr std::array<HfModelTraits, 1> kHfTraits{{{"gpt2", true}}};
+constexpr std::array<HfModelTraits, 3> kHfTraits{{
+    {.model_type = "gpt2", .softmax_in_activation_dtype = true},
+    {.model_type = "gemma", .rms_norm_scale_fp32 = true},
+    {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
+}};
 
-bool hf_softmax_in_activation_dtype(const ModelSpec& m) {
+HfModelTraits hf_traits(const ModelSpec& m) {
   for (const auto& t : kHfTraits)
-    if (t.model_type == m.model_type) return t.softmax_in_activation_dtype;
-  return false;
+    if (t.model_type == m.model_type) return t;
+  return HfModelTraits{};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,6 +240,7 @@ struct Context {
   double attention_p;
   bool flash;
   bool softmax_fp32;
+  bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
 
   Factor s_rep;   // sequence of a tensor TP replicates: s, s/cp, and /t under SP
   Factor s_tp;    // sequence of a tensor TP splits (and of the gathered LM-head input): s or s/cp
@@ -260,8 +275,14 @@ int norm(Graph& g, const Context& c, int input, const std::vector<Factor>& rows,
   }
   if (keep.mean && !rms) g.save(g.add(prefix + ".mean", group, op, rows, DType::kFP32));
   if (keep.rstd) g.save(g.add(prefix + ".rstd", group, op, rows, DType::kFP32));
-  if (keep.normalized)
+  if (keep.normalized && rms && c.norm_scale_fp32) {
+    // Gemma: (x·rstd) * (1 + w) in fp32 keeps both factors; with e = 4 the product is the output.
+    g.save(g.add(prefix + ".normalized", group, op, full, DType::kFP32, "x·rstd in fp32, kept by (1 + w)·x"));
+    g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
+                 "1 + weight.float(): a new vector (not the parameter), kept by the multiply"));
+  } else if (keep.normalized) {
     g.save(g.add(prefix + ".normalized", group, op, full, c.e, "x·rstd in the activation dtype, kept by weight·x"));
+  }
   return g.add(prefix + ".out", group, op, full, c.e);
 }
 
@@ -346,13 +367,22 @@ int core_attention(Graph& g, const Context& c, int q, int k, int v, const Factor
     g.save_core(g.add("attn.logsumexp", grp, "flash attention", {c.b, c.q_heads, c.s_tp}, DType::kFP32));
     return out;
   }
+  int q_full = q;
   int k_full = k;
   int v_full = v;
+  const auto v_shape = std::vector<Factor>{c.s_tp, c.b, c.q_heads, d_v};
   if (kv_heads.value < c.q_heads.value) {  // GQA/MQA: k and v are copied out to every query head
     k_full = g.add("attn.k_repeated", grp, "repeat_kv", q_shape, c.e, "copy of k at all heads");
-    v_full = g.add("attn.v_repeated", grp, "repeat_kv", {c.s_tp, c.b, c.q_heads, d_v}, c.e, "copy of v at all heads");
+    v_full = g.add("attn.v_repeated", grp, "repeat_kv", v_shape, c.e, "copy of v at all heads");
+  } else if (c.rules.eager_matmul_copies_views) {
+    // v is a strided view (transposed projection output, or a slice of a fused QKV output): matmul's
+    // reshape copies it. k and q are fresh RoPE outputs unless they are views of the fused output too.
+    v_full = g.add("attn.v_copy", grp, "matmul reshape", v_shape, c.e, "copy of the strided v view");
+    if (k == v) k_full = g.add("attn.k_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided k view");
   }
-  g.save_core(q);  // QKᵀ keeps both operands
+  if (c.rules.eager_matmul_copies_views && q == v)
+    q_full = g.add("attn.q_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided q view");
+  g.save_core(q_full);  // QKᵀ keeps both operands
   g.save_core(k_full);
   const std::vector<Factor> scores{c.b, c.q_heads, c.s_tp, c.s_key};
   if (c.model.attn_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
@@ -451,8 +481,9 @@ int moe(Graph& g, const Context& c, int x) {
   g.save(g.add("moe.router_probs", grp, "router", cat(tokens, {experts}), DType::kFP32,
                "fp32 softmax/sigmoid scores, kept by their backward"));
   g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64));
-  g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
-  if (c.rules.moe.topk_row_sums)
+  if (spec.normalize_topk || !c.rules.moe.topk_weights_kept_by_normalization)
+    g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
+  if (c.rules.moe.topk_row_sums && spec.normalize_topk)
     g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
 
   // Rows each GPU's experts process: k·s·b/ep with balanced routing (dropless), or the padded
@@ -738,7 +769,8 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
             o.hidden_dropout.value_or(model.hidden_dropout),
             o.attention_dropout.value_or(model.attention_dropout),
             flash,
-            rules.softmax_fp32 && !hf_softmax_in_activation_dtype(model),
+            rules.softmax_fp32 && !hf_traits(model).softmax_in_activation_dtype,
+            o.framework == Framework::kHF && hf_traits(model).rms_norm_scale_fp32,
             seq_factor(o.seq_len, p.cp, p.sp ? t : 1),
             seq_factor(o.seq_len, p.cp, 1),
             Factor{"s", o.seq_len},

@@ -67,6 +67,7 @@ constexpr Key kLayerTypes{{"layer_types"}};
 constexpr Key kNumExperts{{"num_local_experts", "num_experts", "n_routed_experts"}};
 constexpr Key kExpertsPerToken{{"num_experts_per_tok", "moe_top_k"}};
 constexpr Key kMoeIntermediateSize{{"moe_intermediate_size"}};
+constexpr Key kNormTopkProb{{"norm_topk_prob"}};
 constexpr Key kSharedExpertSize{{"shared_expert_intermediate_size"}};
 constexpr Key kNumSharedExperts{{"n_shared_experts"}};
 constexpr Key kFirstDenseLayers{{"first_k_dense_replace"}};
@@ -350,6 +351,12 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
     auto expert_ffn = r.int_or(kMoeIntermediateSize, d.expert_ffn, 1, kMaxDim * 16);
     if (!expert_ffn) return expert_ffn.error();
     moe.expert_ffn = *expert_ffn;
+  }
+  if (arch.moe != MoeStyle::kMixtral) {
+    // Qwen2-MoE / Qwen3-MoE config classes default to false, DeepSeek-V3's to true.
+    auto normalize = r.bool_or(kNormTopkProb, arch.moe == MoeStyle::kDeepseek);
+    if (!normalize) return normalize.error();
+    moe.normalize_topk = *normalize;
   }
   if (arch.moe == MoeStyle::kQwen2Moe) {
     auto shared = r.int_or(kSharedExpertSize, d.shared_ffn, 0, kMaxDim * 16);

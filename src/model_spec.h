@@ -35,6 +35,7 @@ struct MoeSpec {
   bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(Linear(h, 1)) scales the shared expert
   bool router_bias = false;         // DeepSeek-V3: e_score_correction_bias (E values) per MoE layer
   double capacity_factor = 0.0;     // 0 = dropless (HF, Megatron default); else tokens per expert cap
+  bool normalize_topk = true;       // norm_topk_prob: top-k weights divided by their sum (Mixtral: always)
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3).

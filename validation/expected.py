@@ -11,23 +11,32 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
     T, e = s * b, 2 if run.dtype == "bf16" else 4
     ph, pa = run.hidden_dropout > 0, run.attention_dropout > 0
     gpt, hf = cfg.family == "gpt2", run.framework == "hf"
+    traits = cfg.traits if hf else models.FAMILY_TRAITS["gpt2" if gpt else "llama"]
     eager = run.attention == "eager"
+    fused_qkv = traits.qkv in ("phi3", "neox")
     t = []
     if run.recompute == "full":
         return [("layer input (checkpoint)", "e·T·h", e * T * h)]
 
-    def norm(label):
-        if gpt:
-            t.extend([(f"{label} LayerNorm input", "e·T·h", e * T * h), (f"{label} fp32 mean+rstd", "8·T", 8 * T)])
+    def norm(label, feeds_linear=True, input_saved_already=False):
+        if traits.norm == "layer" or (not hf and gpt):
+            if not input_saved_already:
+                t.append((f"{label} LayerNorm input", "e·T·h", e * T * h))
+            t.append((f"{label} fp32 mean+rstd", "8·T", 8 * T))
         elif hf:
             t.extend([
                 (f"{label} RMSNorm fp32 x (copy if e=2, x itself if e=4)", "4·T·h", 4 * T * h),
                 (f"{label} RMSNorm rsqrt fp32", "4·T", 4 * T),
-                (f"{label} RMSNorm normalized x (act dtype)", "e·T·h", e * T * h),
             ])  # fmt: skip
+            if traits.norm == "gemma_rms":
+                t.append((f"{label} Gemma RMSNorm normalized x fp32 (kept by (1 + w)·x)", "4·T·h", 4 * T * h))
+                t.append((f"{label} Gemma RMSNorm (1 + w) fp32 vector", "4·h", 4 * h))
+            else:
+                t.append((f"{label} RMSNorm normalized x (act dtype)", "e·T·h", e * T * h))
         else:
             t.extend([(f"{label} RMSNorm input", "e·T·h", e * T * h), (f"{label} fp32 rstd", "4·T", 4 * T)])
-        t.append((f"{label} output = next linear input", "e·T·h", e * T * h))
+        if feeds_linear:
+            t.append((f"{label} output = next linear input", "e·T·h", e * T * h))
 
     norm("norm1")
     # ---- attention
@@ -38,13 +47,23 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
         else:
             t.append(qkv_storage)
     elif hf:
+        if traits.qk_norm:
+            for name, heads, sym in (("q_norm", a, "a"), ("k_norm", kv, "kv")):
+                t.extend([
+                    (f"{name} fp32 input (copy if e=2, the projection output if e=4)", f"4·T·{sym}·d", 4 * T * heads * d),
+                    (f"{name} rsqrt fp32", f"4·T·{sym}", 4 * T * heads),
+                    (f"{name} normalized (act dtype)", f"e·T·{sym}·d", e * T * heads * d),
+                ])  # fmt: skip
         t.append(("q after RoPE", "e·T·a·d", e * T * a * d))
         if eager:
             t.append(("k (repeat_kv copy, or RoPE output if a=kv)", "e·T·a·d", e * T * a * d))
             t.append(("v (repeat_kv copy, or matmul's copy if a=kv)", "e·T·a·d", e * T * a * d))
         else:
             t.append(("k after RoPE (kv heads)", "e·T·kv·d", e * T * kv * d))
-            t.append(("v = v_proj output (kv heads)", "e·T·kv·d", e * T * kv * d))
+            if fused_qkv:
+                t.append(qkv_storage)
+            else:
+                t.append(("v = v_proj output (kv heads)", "e·T·kv·d", e * T * kv * d))
     else:  # megatron
         keeps_qkv_storage = gpt or not eager or run.recompute == "selective" or a == kv
         if not gpt:
@@ -58,6 +77,8 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
             t.append(qkv_storage)
     core_saved = not (run.framework == "megatron" and run.recompute == "selective")
     if eager and core_saved:
+        if hf and cfg.attn_softcap:
+            t.append(("attention softcap tanh output (act dtype)", "e·b·a·s²", e * b * a * s * s))
         if hf and not gpt:
             t.append(("softmax output fp32", "4·b·a·s²", 4 * b * a * s * s))
             if not pa and e == 2:
@@ -70,17 +91,24 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
     if not eager and core_saved:
         t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
     t.append(("attention output = o_proj input", "e·T·a·d", e * T * a * d))
-    if ph and (gpt or not hf):
+    dropout_masks = ph and (not hf or traits.hidden_dropout)
+    if dropout_masks:
         t.append(("hidden dropout bool mask (after o_proj)", "T·h", T * h))
-    norm("norm2")
+    if traits.sandwich:
+        norm("post-attention norm", feeds_linear=False)
+        norm("pre-feedforward norm")
+    else:
+        norm("norm2", input_saved_already=hf and cfg.family == "gpt_neox" and cfg.parallel_residual)
     # ---- MLP
-    if cfg.family == "mixtral":
+    if cfg.family in ("mixtral", "qwen3_moe"):
         E, k = cfg.experts, cfg.top_k
+        t.extend([("router softmax fp32", "4·T·E", 4 * T * E), ("top-k indices int64", "8·T·k", 8 * T * k)])
+        if cfg.norm_topk_prob:
+            t.extend([
+                ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
+                ("routing weight sum fp32", "4·T", 4 * T),
+            ])  # fmt: skip
         t.extend([
-            ("router softmax fp32", "4·T·E", 4 * T * E),
-            ("top-k indices int64", "8·T·k", 8 * T * k),
-            ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
-            ("routing weight sum fp32", "4·T", 4 * T),
             ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
             ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
             ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
@@ -90,13 +118,22 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
         ])  # fmt: skip
     elif hf and gpt:
         t.append(("gelu_new: x, tanh, 0.5·x, 1+tanh, c_proj input", "5·e·T·f", 5 * e * T * f))
+    elif hf and traits.mlp == "gelu":
+        t.append(("exact GeLU input (dense_h_to_4h output), dense_4h_to_h input", "2·e·T·f", 2 * e * T * f))
+    elif hf and traits.mlp == "phi3":
+        t.append(("gate_up_proj output (silu's input gate is a view of it)", "2·e·T·f", 2 * e * T * f))
+        t.append(("silu output, product (down input)", "2·e·T·f", 2 * e * T * f))
+    elif hf and traits.mlp == "geglu_tanh":
+        t.append(("GeGLU (tanh): gelu input, gelu output, up output, down input", "4·e·T·f", 4 * e * T * f))
     elif hf:
         t.append(("SwiGLU: silu input, silu output, up output, down input", "4·e·T·f", 4 * e * T * f))
     elif gpt:
         t.append(("bias-GeLU input, fc2 input", "2·e·T·f", 2 * e * T * f))
     else:
         t.append(("SwiGLU kernel input [gate|up], fc2 input", "3·e·T·f", 3 * e * T * f))
-    if ph and (gpt or not hf):
+    if traits.sandwich:
+        norm("post-feedforward norm", feeds_linear=False)
+    if dropout_masks:
         t.append(("hidden dropout bool mask (after fc2)", "T·h", T * h))
     return t
 
@@ -105,21 +142,30 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     s, b, h, d, V = run.seq_len, run.micro_batch, cfg.hidden, cfg.head_dim, cfg.vocab
     T, e = s * b, 2 if run.dtype == "bf16" else 4
     gpt, hf = cfg.family == "gpt2", run.framework == "hf"
+    traits = cfg.traits if hf else models.FAMILY_TRAITS["gpt2" if gpt else "llama"]
     t = [("input ids int64 (embedding)", "8·T", 8 * T)]
     if gpt:
         t.append(("position ids int64", "8·s" if hf else "8·T", 8 * s if hf else 8 * T))
-    if run.hidden_dropout > 0 and (gpt or not hf):
+    if run.hidden_dropout > 0 and (not hf or traits.hidden_dropout):
         t.append(("embedding dropout bool mask", "T·h", T * h))
-    if hf and not gpt and run.recompute != "full":
-        t.append(("RoPE cos + sin (shared by all layers)", "2·e·s·d", 2 * e * s * d))
-    if gpt:
+    if hf and traits.rope and run.recompute != "full":
+        rot = int(d * cfg.rotary_pct)
+        sym = "d" if rot == d else "d_rot"
+        t.append((f"RoPE cos + sin (shared by all layers)", f"2·e·s·{sym}", 2 * e * s * rot))
+    if traits.norm == "layer":
         t.extend([("final LayerNorm input", "e·T·h", e * T * h), ("final LN fp32 mean+rstd", "8·T", 8 * T)])
     elif hf:
-        t.extend([("final RMSNorm fp32 x", "4·T·h", 4 * T * h), ("final RMSNorm rsqrt", "4·T", 4 * T),
-                  ("final RMSNorm normalized x", "e·T·h", e * T * h)])  # fmt: skip
+        t.extend([("final RMSNorm fp32 x", "4·T·h", 4 * T * h), ("final RMSNorm rsqrt", "4·T", 4 * T)])
+        if traits.norm == "gemma_rms":
+            t.extend([("final Gemma RMSNorm normalized x fp32", "4·T·h", 4 * T * h),
+                      ("final Gemma RMSNorm (1 + w) fp32", "4·h", 4 * h)])  # fmt: skip
+        else:
+            t.append(("final RMSNorm normalized x", "e·T·h", e * T * h))
     else:
         t.extend([("final RMSNorm input", "e·T·h", e * T * h), ("final RMSNorm fp32 rstd", "4·T", 4 * T)])
     t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
+    if hf and cfg.final_softcap:
+        t.append(("final logit softcap tanh output (act dtype)", "e·T·V", e * T * V))
     label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
     if not hf:

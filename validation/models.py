@@ -51,7 +51,7 @@ def current_region():
 
 @dataclasses.dataclass
 class ModelConfig:
-    family: str  # gpt2 | llama | qwen2 | mixtral
+    family: str  # gpt2 | llama | qwen2 | mixtral | gemma | gemma2 | qwen3 | phi3 | gpt_neox
     hidden: int
     layers: int
     heads: int
@@ -65,6 +65,45 @@ class ModelConfig:
     attention_bias: bool = False
     experts: int = 0
     top_k: int = 0
+    rotary_pct: float = 1.0  # gpt_neox rotary_pct / phi3 partial_rotary_factor
+    parallel_residual: bool = True  # gpt_neox use_parallel_residual
+    query_pre_attn_scalar: int = 0  # gemma2: scaling = query_pre_attn_scalar ** -0.5
+    attn_softcap: float = 0.0  # gemma2 attn_logit_softcapping (eager: tanh on the scores)
+    final_softcap: float = 0.0  # gemma2 final_logit_softcapping (tanh on the logits)
+    norm_topk_prob: bool = True  # MoE: top-k weights renormalized (Mixtral always; Qwen3-MoE config key)
+
+    @property
+    def traits(self):
+        return FAMILY_TRAITS[self.family]
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyTraits:
+    """What the HF modeling file of a family hard-codes (hf style only; megatron ignores it)."""
+
+    norm: str = "rms"  # rms (LlamaRMSNorm) | gemma_rms (fp32 (1 + w)) | layer (nn.LayerNorm)
+    qkv: str = "separate"  # separate | gpt2 (c_attn split) | phi3 (qkv_proj sliced) | neox (per-head interleaved)
+    mlp: str = "swiglu"  # swiglu | geglu_tanh | phi3 (gate_up_proj chunked) | gelu_new | gelu (exact, biased)
+    rope: bool = True
+    qk_norm: bool = False  # qwen3: RMSNorm over head_dim on q and k before RoPE
+    embed_scale: bool = False  # gemma: embeddings * sqrt(h) (a 0-dim tensor normalizer)
+    sandwich: bool = False  # gemma2: post-attention and post-feedforward norms
+    hidden_dropout: bool = False  # the model applies resid/embedding dropout (gpt2, gpt_neox)
+    softmax_fp32: bool = True  # eager softmax(dtype=float32); GPT-2 softmax in activation dtype
+
+
+FAMILY_TRAITS = {
+    "gpt2": FamilyTraits(norm="layer", qkv="gpt2", mlp="gelu_new", rope=False, hidden_dropout=True, softmax_fp32=False),
+    "llama": FamilyTraits(),
+    "qwen2": FamilyTraits(),
+    "mixtral": FamilyTraits(),
+    "gemma": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True),
+    "gemma2": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True, sandwich=True),
+    "qwen3": FamilyTraits(qk_norm=True),
+    "qwen3_moe": FamilyTraits(qk_norm=True),  # + Qwen3MoeSparseMoeBlock (the Mixtral loop, norm_topk_prob)
+    "phi3": FamilyTraits(qkv="phi3", mlp="phi3"),
+    "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True),
+}
 
 
 @dataclasses.dataclass
@@ -119,6 +158,17 @@ def hf_rms_norm(x, weight, eps):
     return weight * x.to(input_dtype)
 
 
+def hf_gemma_rms_norm(x, weight, eps):
+    """GemmaRMSNorm / Gemma2RMSNorm.forward: normalizes in fp32 and scales by (1 + weight) in fp32,
+    then casts. Saves: fp32 x (pow; a copy for bf16, x itself for fp32), fp32 rsqrt (s·b), and
+    for the (1 + w) multiply both factors: the fp32 normalized x and the fp32 (1 + w) vector
+    (h elements, derived from the parameter, not a parameter itself)."""
+    xf = x.float()
+    out = xf * torch.rsqrt(ops.MeanLastDim.apply(xf.pow(2)) + eps)
+    out = out * (1.0 + weight.float())
+    return out.type_as(x)
+
+
 def hf_gelu_new(x):
     """transformers NewGELUActivation as its Python formula. Saves x (pow), tanh's output,
     0.5*x and (1 + tanh) (the final mul saves both operands)."""
@@ -133,36 +183,76 @@ def hf_repeat_kv(x, groups):
     return x[:, :, None, :, :].expand(b, kv, groups, s, d).reshape(b, kv * groups, s, d)
 
 
+def hf_apply_rope(x, cos, sin):
+    """apply_rotary_pos_emb on (b, heads, s, d) with (1, 1, s, rot) tables. Full rotary (Llama):
+    x*cos + rotate_half(x)*sin. Partial (GPT-NeoX, Phi-3): the first rot dims are rotated and
+    concatenated with the rest (cat saves nothing). Only cos and sin are saved."""
+    rot = cos.shape[-1]
+    if rot == x.shape[-1]:
+        return x * cos + _rotate_half(x) * sin
+    x_rot, x_pass = x[..., :rot], x[..., rot:]
+    return torch.cat((x_rot * cos + _rotate_half(x_rot) * sin, x_pass), dim=-1)
+
+
+def _rotary_dims(cfg):
+    return int(cfg.head_dim * cfg.rotary_pct)
+
+
 class HFAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, run: RunConfig):
         super().__init__()
         self.cfg, self.run = cfg, run
         a, kv, d, h = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.hidden
-        if cfg.family == "gpt2":
+        qkv = cfg.traits.qkv
+        if qkv == "gpt2":
             self.c_attn = _linear(h, 3 * h, True)  # fused: q, k, v are views of one output
             self.o_proj = _linear(h, h, True)
+        elif qkv == "phi3":
+            self.qkv_proj = _linear(h, (a + 2 * kv) * d, False)  # Phi3Attention: sliced q | k | v
+            self.o_proj = _linear(a * d, h, False)
+        elif qkv == "neox":
+            self.query_key_value = _linear(h, 3 * h, cfg.attention_bias)  # per head [q | k | v]
+            self.o_proj = _linear(h, h, cfg.attention_bias)  # `dense`
         else:
             bias = cfg.attention_bias
             self.q_proj = _linear(h, a * d, bias)
             self.k_proj = _linear(h, kv * d, bias)
             self.v_proj = _linear(h, kv * d, bias)
             self.o_proj = _linear(a * d, h, False)
+        if cfg.traits.qk_norm:
+            self.q_norm_w = nn.Parameter(torch.ones(d))
+            self.k_norm_w = nn.Parameter(torch.ones(d))
 
     def forward(self, x, rope, mask):
         cfg, run = self.cfg, self.run
         b, s, _ = x.shape
         a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
-        if cfg.family == "gpt2":
+        qkv = cfg.traits.qkv
+        if qkv == "gpt2":
             q, k, v = self.c_attn(x).split(cfg.hidden, dim=2)
             q, k, v = (t.view(b, s, a, d).transpose(1, 2) for t in (q, k, v))
+        elif qkv == "phi3":
+            fused = self.qkv_proj(x)
+            q = fused[..., : a * d].view(b, s, a, d).transpose(1, 2)
+            k = fused[..., a * d : (a + kv) * d].view(b, s, kv, d).transpose(1, 2)
+            v = fused[..., (a + kv) * d :].view(b, s, kv, d).transpose(1, 2)
+        elif qkv == "neox":
+            # GPTNeoXAttention: view (b, s, a, 3d), transpose, chunk: per-head interleaved layout
+            fused = self.query_key_value(x).view(b, s, a, 3 * d).transpose(1, 2)
+            q, k, v = fused.chunk(3, dim=-1)
         else:
-            q = self.q_proj(x).view(b, s, a, d).transpose(1, 2)
-            k = self.k_proj(x).view(b, s, kv, d).transpose(1, 2)
+            q = self.q_proj(x).view(b, s, a, d)
+            k = self.k_proj(x).view(b, s, kv, d)
+            if cfg.traits.qk_norm:  # Qwen3: RMSNorm over head_dim on the (b, s, heads, d) view
+                q = hf_rms_norm(q, self.q_norm_w, cfg.eps)
+                k = hf_rms_norm(k, self.k_norm_w, cfg.eps)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
             v = self.v_proj(x).view(b, s, kv, d).transpose(1, 2)
+        if rope is not None:
             cos, sin = (t.unsqueeze(1) for t in rope)
-            # apply_rotary_pos_emb: saves cos and sin only (they do not require grad)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+            # saves cos and sin only (they do not require grad)
+            q = hf_apply_rope(q, cos, sin)
+            k = hf_apply_rope(k, cos, sin)
         if run.attention == "eager":
             out = self._eager(q, k, v, mask)
         else:
@@ -179,14 +269,17 @@ class HFAttention(nn.Module):
         groups = cfg.heads // cfg.kv_heads
         k = hf_repeat_kv(k, groups)
         v = hf_repeat_kv(v, groups)
+        scaling = (cfg.query_pre_attn_scalar or cfg.head_dim) ** -0.5
         # matmul folds (b, a) with reshape: q/k/v that are strided views (GPT-2's c_attn split,
         # Llama's v_proj output when groups == 1) are copied, and bmm saves the copies.
-        scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(cfg.head_dim))
+        scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+        if cfg.attn_softcap:  # Gemma 2: tanh saves its output (activation dtype)
+            scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
         scores = scores + mask  # additive causal mask, shared, not saved by add
-        if cfg.family == "gpt2":
-            probs = F.softmax(scores, dim=-1).type(v.dtype)  # softmax in activation dtype
-        else:
+        if cfg.traits.softmax_fp32:
             probs = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        else:
+            probs = F.softmax(scores, dim=-1).type(v.dtype)  # GPT-2: softmax in activation dtype
         probs = ops.dropout(probs, run.attention_dropout)
         out = torch.matmul(probs, v)
         return out.transpose(1, 2).contiguous()
@@ -197,19 +290,31 @@ class HFMLP(nn.Module):
         super().__init__()
         self.cfg, self.run = cfg, run
         h, f = cfg.hidden, cfg.ffn
-        if cfg.family == "gpt2":
-            self.c_fc = _linear(h, f, True)
+        kind = cfg.traits.mlp
+        if kind in ("gelu_new", "gelu"):
+            self.c_fc = _linear(h, f, True)  # GPT-2 c_fc / GPT-NeoX dense_h_to_4h
             self.c_proj = _linear(f, h, True)
+        elif kind == "phi3":
+            self.gate_up_proj = _linear(h, 2 * f, False)
+            self.down_proj = _linear(f, h, False)
         else:
             self.gate_proj = _linear(h, f, False)
             self.up_proj = _linear(h, f, False)
             self.down_proj = _linear(f, h, False)
 
     def forward(self, x):
-        if self.cfg.family == "gpt2":
+        kind = self.cfg.traits.mlp
+        if kind == "gelu_new":
             return ops.dropout(self.c_proj(hf_gelu_new(self.c_fc(x))), self.run.hidden_dropout)
-        # silu saves its input; mul saves silu's output and up's output; down saves the product
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if kind == "gelu":  # GPT-NeoX: exact GeLU saves its input; the dropout is the layer's
+            return self.c_proj(F.gelu(self.c_fc(x)))
+        if kind == "phi3":
+            # Phi3MLP: gate and up are views of one output; silu keeps gate (-> the whole storage)
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(up * F.silu(gate))
+        act = F.silu if kind == "swiglu" else functools.partial(F.gelu, approximate="tanh")
+        # act saves its input; mul saves act's output and up's output; down saves the product
+        return self.down_proj(act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class HFMoE(nn.Module):
@@ -234,7 +339,8 @@ class HFMoE(nn.Module):
         router_logits = self.gate(x)
         weights = F.softmax(router_logits, dim=1, dtype=torch.float)
         weights, selected = torch.topk(weights, self.cfg.top_k, dim=-1)
-        weights /= weights.sum(dim=-1, keepdim=True)
+        if self.cfg.norm_topk_prob:  # the in-place div keeps the fp32 weights and their row sums
+            weights /= weights.sum(dim=-1, keepdim=True)
         weights = weights.to(x.dtype)
         final = torch.zeros((b * s, h), dtype=x.dtype)
         expert_mask = F.one_hot(selected, num_classes=self.cfg.experts).permute(2, 1, 0)
@@ -251,26 +357,43 @@ class HFMoE(nn.Module):
 class HFLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, run: RunConfig):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.run = cfg, run
         h = cfg.hidden
-        self.norm1_w = nn.Parameter(torch.ones(h))
-        self.norm2_w = nn.Parameter(torch.ones(h))
-        if cfg.family == "gpt2":
-            self.norm1_b = nn.Parameter(torch.zeros(h))
-            self.norm2_b = nn.Parameter(torch.zeros(h))
+        n_norms = 4 if cfg.traits.sandwich else 2
+        init = torch.zeros if cfg.traits.norm == "gemma_rms" else torch.ones  # Gemma: (1 + w)
+        self.norm_w = nn.ParameterList(nn.Parameter(init(h)) for _ in range(n_norms))
+        if cfg.traits.norm == "layer":
+            self.norm_b = nn.ParameterList(nn.Parameter(torch.zeros(h)) for _ in range(n_norms))
         self.attn = HFAttention(cfg, run)
-        self.mlp = HFMoE(cfg, run) if cfg.family == "mixtral" else HFMLP(cfg, run)
+        self.mlp = HFMoE(cfg, run) if cfg.family in ("mixtral", "qwen3_moe") else HFMLP(cfg, run)
 
     def norm(self, x, i):
-        w = self.norm1_w if i == 1 else self.norm2_w
-        if self.cfg.family == "gpt2":
-            b = self.norm1_b if i == 1 else self.norm2_b
-            return ops.LayerNormFn.apply(x, w, b, self.cfg.eps)
-        return hf_rms_norm(x, w, self.cfg.eps)
+        return hf_norm(self.cfg, x, self.norm_w[i], self.norm_b[i] if self.cfg.traits.norm == "layer" else None)
 
     def forward(self, x, rope, mask):
-        x = x + self.attn(self.norm(x, 1), rope, mask)
-        return x + self.mlp(self.norm(x, 2))
+        cfg, run = self.cfg, self.run
+        if cfg.family == "gpt_neox":
+            # GPTNeoXLayer: post_attention_dropout / post_mlp_dropout (hidden_dropout)
+            attn = ops.dropout(self.attn(self.norm(x, 0), rope, mask), run.hidden_dropout)
+            if cfg.parallel_residual:  # x + attn(ln1(x)) + mlp(ln2(x))
+                mlp = ops.dropout(self.mlp(self.norm(x, 1)), run.hidden_dropout)
+                return mlp + attn + x
+            attn = attn + x
+            return ops.dropout(self.mlp(self.norm(attn, 1)), run.hidden_dropout) + attn
+        if cfg.traits.sandwich:  # Gemma2DecoderLayer
+            x = x + self.norm(self.attn(self.norm(x, 0), rope, mask), 1)
+            return x + self.norm(self.mlp(self.norm(x, 2)), 3)
+        x = x + self.attn(self.norm(x, 0), rope, mask)
+        return x + self.mlp(self.norm(x, 1))
+
+
+def hf_norm(cfg, x, weight, bias=None):
+    kind = cfg.traits.norm
+    if kind == "layer":
+        return ops.LayerNormFn.apply(x, weight, bias, cfg.eps)
+    if kind == "gemma_rms":
+        return hf_gemma_rms_norm(x, weight, cfg.eps)
+    return hf_rms_norm(x, weight, cfg.eps)
 
 
 class HFModel(nn.Module):
@@ -280,24 +403,30 @@ class HFModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
         if cfg.family == "gpt2":
             self.pos_embed = nn.Embedding(cfg.max_positions, cfg.hidden)
+        if cfg.traits.norm == "layer":
             self.final_b = nn.Parameter(torch.zeros(cfg.hidden))
         self.layers = nn.ModuleList(HFLayer(cfg, run) for _ in range(cfg.layers))
-        self.final_w = nn.Parameter(torch.ones(cfg.hidden))
+        self.final_w = nn.Parameter((torch.zeros if cfg.traits.norm == "gemma_rms" else torch.ones)(cfg.hidden))
         if not cfg.tie_embeddings:
             self.lm_head = _linear(cfg.hidden, cfg.vocab, False)
 
     def forward(self, input_ids, labels):
         cfg, run = self.cfg, self.run
         b, s = input_ids.shape
-        dtype = self.final_w.dtype
+        dtype = self.embed.weight.dtype
         with region("embedding"):
             x = self.embed(input_ids)  # saves input_ids (int64)
+            rope = None
             if cfg.family == "gpt2":
                 position_ids = torch.arange(s).unsqueeze(0)  # (1, s), saved by wpe
                 x = ops.dropout(x + self.pos_embed(position_ids), run.hidden_dropout)
-                rope = None
             else:
-                rope = _rope_tables(s, cfg.head_dim, dtype)
+                if cfg.traits.embed_scale:
+                    # Gemma: hidden * torch.tensor(sqrt(h), dtype): mul saves only the 0-dim normalizer
+                    x = x * torch.tensor(cfg.hidden**0.5, dtype=dtype)
+                if cfg.family == "gpt_neox":
+                    x = ops.dropout(x, run.hidden_dropout)  # emb_dropout
+                rope = _rope_tables(s, _rotary_dims(cfg), dtype)
             # additive causal mask built once per forward (eager only; add does not save it)
             mask = torch.full((s, s), torch.finfo(dtype).min, dtype=dtype).triu(1)[None, None]
         for i, layer in enumerate(self.layers):
@@ -309,12 +438,11 @@ class HFModel(nn.Module):
                 else:
                     x = layer(x, rope, mask)
         with region("head"):
-            if cfg.family == "gpt2":
-                x = ops.LayerNormFn.apply(x, self.final_w, self.final_b, cfg.eps)
-            else:
-                x = hf_rms_norm(x, self.final_w, cfg.eps)
+            x = hf_norm(cfg, x, self.final_w, self.final_b if cfg.traits.norm == "layer" else None)
             weight = self.embed.weight if cfg.tie_embeddings else self.lm_head.weight
             logits = F.linear(x, weight)
+            if cfg.final_softcap:  # Gemma 2: tanh saves its output (activation dtype)
+                logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
             # transformers ForCausalLMLoss: upcast, shift labels by padding, CE over all s positions
             logits = logits.float()
             labels = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()

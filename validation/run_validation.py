@@ -42,6 +42,17 @@ QWEN2 = dict(LLAMA_MHA, family="qwen2", heads=10, kv_heads=2, head_dim=32, atten
 MIXTRAL = dict(LLAMA_MHA, family="mixtral", heads=10, kv_heads=2, head_dim=32, ffn=224, experts=4, top_k=2)
 MIXTRAL_TOP1 = dict(MIXTRAL, experts=3, top_k=1, ffn=288)
 MIXTRAL_TOP3 = dict(MIXTRAL, experts=5, top_k=3, ffn=160, heads=6, head_dim=48)
+# families whose HF modeling code saves other tensors than Llama's (2 layers: keeps the suite fast)
+GEMMA = dict(family="gemma", hidden=320, layers=2, heads=5, kv_heads=1, head_dim=72, ffn=880, vocab=1009, eps=1e-6, tie_embeddings=True)
+GEMMA2 = dict(GEMMA, family="gemma2", hidden=336, heads=6, kv_heads=2, head_dim=56, ffn=900, vocab=1013, query_pre_attn_scalar=64, attn_softcap=50.0, final_softcap=30.0)
+QWEN3 = dict(LLAMA_MHA, family="qwen3", layers=2, heads=10, kv_heads=2, head_dim=40, vocab=1009)  # a*d = 400 != h
+QWEN3_MHA = dict(QWEN3, heads=5, kv_heads=5, head_dim=48, ffn=736)
+PHI3 = dict(LLAMA_MHA, family="phi3", layers=2, vocab=1009, ffn=900)
+PHI3_GQA = dict(PHI3, heads=10, kv_heads=2, head_dim=32, rotary_pct=0.75)
+QWEN3_MOE = dict(QWEN3, family="qwen3_moe", ffn=192, experts=4, top_k=2)
+QWEN3_MOE_NONORM = dict(QWEN3_MOE, heads=6, kv_heads=6, head_dim=48, experts=5, top_k=3, ffn=160, norm_topk_prob=False)
+NEOX = dict(family="gpt_neox", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003, rotary_pct=0.25, attention_bias=True)
+NEOX_SEQ = dict(NEOX, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, rotary_pct=0.5, parallel_residual=False)
 
 
 # one tensor/sequence/context-parallel rank (parallel_models.py): heads, KV heads, FFN divisible by 4
@@ -149,6 +160,35 @@ CASES = [
     rank("llama-megatron-cp2-tp2-flash-full-bf16-gqa", LLAMA_TP_GQA, "flash", "full", "bf16", 44, 3, tp=2, cp=2),
     rank("gpt2-megatron-cp2-flash-none-bf16-drop", GPT_TP, "flash", "none", "bf16", 48, 3, 0.1, 0.1, cp=2),
     rank("gpt2-megatron-cp4-tp2-sp-flash-none-fp32", GPT_TP, "flash", "none", "fp32", 48, 2, tp=2, sp=True, cp=4),
+    # Gemma (fp32 (1 + w) RMSNorm, GeGLU tanh, sqrt(h) embedding scale, MQA, d != h/a, tied)
+    case("gemma-hf-eager-none-bf16-mqa", GEMMA, "hf", "eager", "none", "bf16", 37, 3),
+    case("gemma-hf-flash-none-fp32", GEMMA, "hf", "flash", "none", "fp32", 41, 2),
+    case("gemma-hf-sdpa-full-bf16", GEMMA, "hf", "sdpa", "full", "bf16", 33, 3),
+    # Gemma 2 (+ sandwich norms, attention and final logit softcapping, query_pre_attn_scalar)
+    case("gemma2-hf-eager-none-bf16-softcap", GEMMA2, "hf", "eager", "none", "bf16", 45, 3),
+    case("gemma2-hf-eager-none-fp32-softcap", GEMMA2, "hf", "eager", "none", "fp32", 29, 3),
+    case("gemma2-hf-eager-none-bf16-attndrop", GEMMA2, "hf", "eager", "none", "bf16", 33, 2, 0.0, 0.1),
+    case("gemma2-hf-flash-none-bf16", GEMMA2, "hf", "flash", "none", "bf16", 37, 3),
+    # Qwen3 (q_norm / k_norm over head_dim before RoPE)
+    case("qwen3-hf-eager-none-bf16-gqa", QWEN3, "hf", "eager", "none", "bf16", 37, 3),
+    case("qwen3-hf-eager-none-fp32-mha", QWEN3_MHA, "hf", "eager", "none", "fp32", 29, 3),
+    case("qwen3-hf-flash-none-fp32-gqa", QWEN3, "hf", "flash", "none", "fp32", 41, 2),
+    case("qwen3-hf-sdpa-none-bf16-mha", QWEN3_MHA, "hf", "sdpa", "none", "bf16", 33, 3),
+    # Qwen3-MoE (Qwen3 attention + the Mixtral-style expert loop; norm_topk_prob true and false)
+    case("qwen3_moe-hf-eager-none-bf16", QWEN3_MOE, "hf", "eager", "none", "bf16", 37, 3),
+    case("qwen3_moe-hf-flash-none-fp32-nonorm", QWEN3_MOE_NONORM, "hf", "flash", "none", "fp32", 33, 3),
+    case("qwen3_moe-hf-eager-none-bf16-nonorm", QWEN3_MOE_NONORM, "hf", "eager", "none", "bf16", 29, 2),
+    # Phi-3 (fused qkv_proj sliced into q | k | v, fused gate_up_proj, partial rotary)
+    case("phi3-hf-eager-none-bf16-mha", PHI3, "hf", "eager", "none", "bf16", 37, 3),
+    case("phi3-hf-flash-none-bf16-mha", PHI3, "hf", "flash", "none", "bf16", 41, 3),
+    case("phi3-hf-eager-none-fp32-gqa-partial", PHI3_GQA, "hf", "eager", "none", "fp32", 33, 2),
+    case("phi3-hf-sdpa-none-bf16-gqa-partial", PHI3_GQA, "hf", "sdpa", "none", "bf16", 45, 3),
+    # GPT-NeoX (per-head interleaved query_key_value, partial rotary, parallel residual, LayerNorm)
+    case("gpt_neox-hf-eager-none-bf16-drop", NEOX, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("gpt_neox-hf-flash-none-bf16", NEOX, "hf", "flash", "none", "bf16", 45, 3),
+    case("gpt_neox-hf-eager-none-fp32-seqres", NEOX_SEQ, "hf", "eager", "none", "fp32", 29, 3),
+    case("gpt_neox-hf-sdpa-none-fp32-seqres-drop", NEOX_SEQ, "hf", "sdpa", "none", "fp32", 33, 2, 0.1, 0.0),
+    case("gpt_neox-hf-eager-full-bf16-drop", NEOX, "hf", "eager", "full", "bf16", 37, 3, 0.1, 0.1),
 ]
 
 
@@ -177,9 +217,33 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
             "tie_word_embeddings": True,
             "torch_dtype": dtype,
         }
+    if cfg.family == "gpt_neox":
+        return {
+            "model_type": "gpt_neox",
+            "architectures": ["GPTNeoXForCausalLM"],
+            "hidden_size": cfg.hidden,
+            "num_hidden_layers": cfg.layers,
+            "num_attention_heads": cfg.heads,
+            "intermediate_size": cfg.ffn,
+            "vocab_size": cfg.vocab,
+            "max_position_embeddings": cfg.max_positions,
+            "rotary_pct": cfg.rotary_pct,
+            "rotary_emb_base": 10000,
+            "use_parallel_residual": cfg.parallel_residual,
+            "layer_norm_eps": cfg.eps,
+            "hidden_act": "gelu",
+            "attention_bias": cfg.attention_bias,
+            "hidden_dropout": run.hidden_dropout,
+            "attention_dropout": run.attention_dropout,
+            "tie_word_embeddings": cfg.tie_embeddings,
+            "torch_dtype": dtype,
+        }
+    classes = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM",
+               "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+               "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}  # fmt: skip
     config = {
         "model_type": cfg.family,
-        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM"}[cfg.family]],
+        "architectures": [classes[cfg.family]],
         "hidden_size": cfg.hidden,
         "num_hidden_layers": cfg.layers,
         "num_attention_heads": cfg.heads,
@@ -201,6 +265,31 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         config["num_local_experts"] = cfg.experts
         config["num_experts_per_tok"] = cfg.top_k
         config["output_router_logits"] = False
+    if cfg.family in ("gemma", "gemma2"):
+        config["hidden_act"] = config["hidden_activation"] = "gelu_pytorch_tanh"
+        config["attention_bias"] = False
+    if cfg.family == "gemma2":
+        config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
+        config["attn_logit_softcapping"] = cfg.attn_softcap
+        config["final_logit_softcapping"] = cfg.final_softcap
+        config["sliding_window"] = 4096  # even layers; longer than every case's s
+    if cfg.family in ("qwen3", "qwen3_moe"):
+        config["attention_bias"] = False
+        config["use_sliding_window"] = False
+    if cfg.family == "qwen3_moe":
+        config["num_experts"] = cfg.experts
+        config["num_experts_per_tok"] = cfg.top_k
+        config["moe_intermediate_size"] = cfg.ffn
+        config["intermediate_size"] = 4 * cfg.ffn  # dense MLP size, unused: every layer is sparse
+        config["decoder_sparse_step"] = 1
+        config["mlp_only_layers"] = []
+        config["norm_topk_prob"] = cfg.norm_topk_prob
+        config["output_router_logits"] = False
+    if cfg.family == "phi3":
+        del config["head_dim"]  # Phi3Config has none: hidden_size // num_attention_heads
+        config["partial_rotary_factor"] = cfg.rotary_pct
+        config["resid_pdrop"] = config["embd_pdrop"] = run.hidden_dropout
+        config["sliding_window"] = None
     return config
 
 
