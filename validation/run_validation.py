@@ -54,7 +54,7 @@ QWEN3_MOE_NONORM = dict(QWEN3_MOE, heads=6, kv_heads=6, head_dim=48, experts=5, 
 # Qwen2-MoE: Qwen2 attention (qkv bias) + routed experts + a sigmoid-gated shared expert; dense
 # layers by mlp_only_layers / decoder_sparse_step (3 layers: the middle one is sparse)
 QWEN2_MOE = dict(QWEN2, family="qwen2_moe", layers=3, ffn=176, experts=4, top_k=2, dense_ffn=600, shared_ffn=400,
-                 mlp_only_layers=(2,))
+                 mlp_only_layers=(2,), norm_topk_prob=False)
 QWEN2_MOE_STEP2 = dict(QWEN2_MOE, heads=5, kv_heads=5, head_dim=64, experts=5, top_k=3, ffn=144, shared_ffn=336,
                        mlp_only_layers=(), sparse_step=2, norm_topk_prob=True)
 # DeepSeek-V3: MLA (q_lora_rank 96, kv_lora_rank 72, nope 32 + rope 16 = 48 != v 40), sigmoid-routed
