@@ -1034,7 +1034,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     if (p.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
     if (o.framework == Framework::kMegatron)
       notes.push_back("Megatron MoE saves (router, permute/unpermute) are modeled, not yet measured; the HF "
-                      "Mixtral block is measured (validation/EXPECTED.md)");
+                      "Mixtral, Qwen-MoE and DeepSeek-V3 blocks are measured (validation/EXPECTED.md)");
   }
   if (p.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",
