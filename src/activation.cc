@@ -113,8 +113,7 @@ struct FrameworkRules {
   bool python_gelu_new;     // gelu_new written as its Python formula: saves x, tanh, 0.5·x, 1 + tanh
   bool softmax_fp32;        // eager softmax(dtype=float32) saves an fp32 output (unless the model says otherwise)
   bool eager_matmul_copies_views;  // eager QKᵀ / AV keep copies of strided q, k, v views, not their storage
-  bool flash_pads_v;        // MLA with flash: v padded to the q/k head dim (HF DeepSeek-V3)
-  bool router_input_fp32;   // DeepSeek-V3 gate: F.linear(x.float(), w.float()) keeps an fp32 copy of x
+  bool flash_pads_v;        // MLA with flash_attention_2: v padded to the q/k head dim (HF DeepSeek-V3; not sdpa)
   const char* loss_name;    // what the loss keeps: HF log_softmax, Megatron's fused softmax
   MoeSaves moe;
   bool embedding_dropout_is_hidden;  // Megatron applies hidden_dropout to the embeddings
@@ -128,7 +127,7 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
      /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
-     /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, /*router_input_fp32=*/true, "loss.log_softmax",
+     /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, "loss.log_softmax",
      /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
     // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
     {Framework::kMegatron,
@@ -136,7 +135,7 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
      /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
-     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, /*router_input_fp32=*/false, "loss.softmax",
+     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.softmax",
      /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
 }};
 
@@ -154,11 +153,20 @@ struct HfModelTraits {
   // GemmaRMSNorm: `(x·rsqrt).float() * (1.0 + weight.float())`, then cast: the multiply keeps the
   // fp32 normalized x (instead of Llama's activation-dtype one) and the fp32 (1 + w) vector.
   bool rms_norm_scale_fp32 = false;
+  // DeepseekV3TopkRouter: `F.linear(x.type(float32), weight.type(float32))` keeps fp32 copies of its
+  // input (T·h) and of the router weight (E·h: a new tensor, not the parameter) unless the
+  // activations already are fp32 (then both are the originals: the norm output, the parameter).
+  bool router_fp32 = false;
+  // DeepseekV3MoE.moe: the fp32 routing weights are not cast back, so `expert_out * weight` is
+  // promoted to fp32: the weight column (k·T) and the weighted output kept by index_add_ (k·T·h)
+  // are fp32 (Mixtral / Qwen MoE cast the weights to the activation dtype first).
+  bool moe_combine_fp32 = false;
 };
-constexpr std::array<HfModelTraits, 3> kHfTraits{{
+constexpr std::array<HfModelTraits, 4> kHfTraits{{
     {.model_type = "gpt2", .softmax_in_activation_dtype = true},
     {.model_type = "gemma", .rms_norm_scale_fp32 = true},
     {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
+    {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
 }};
 
 HfModelTraits hf_traits(const ModelSpec& m) {
@@ -241,6 +249,7 @@ struct Context {
   bool flash;
   bool softmax_fp32;
   bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
+  HfModelTraits hf;      // the model's HF quirks; the defaults (none) under other frameworks
 
   Factor s_rep;   // sequence of a tensor TP replicates: s, s/cp, and /t under SP
   Factor s_tp;    // sequence of a tensor TP splits (and of the gathered LM-head input): s or s/cp
@@ -457,7 +466,9 @@ int latent_attention(Graph& g, const Context& c, int x) {
   int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int value = kvb;
   Factor v_dim = dv;
-  const bool pad = c.flash && c.rules.flash_pads_v && mla.qk_head_dim() != mla.v_head_dim;
+  // modeling_deepseek_v3.py pads only under flash_attention_2; sdpa takes v at its own head dim.
+  const bool pad = c.options.attention == AttentionImpl::kFlash && c.rules.flash_pads_v &&
+                   mla.qk_head_dim() != mla.v_head_dim;
   if (pad) {
     value = g.add("attn.v_padded", grp, "pad", {c.s_tp, c.b, c.q_heads, qk}, c.e, "v padded to the q/k head dim");
     v_dim = qk;
@@ -476,8 +487,11 @@ int moe(Graph& g, const Context& c, int x) {
   const Factor experts{"E", spec.num_experts};
   const Factor top_k{"k", spec.experts_per_token};
   linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
-  if (c.rules.router_input_fp32 && spec.router_bias)
+  if (c.hf.router_fp32 && c.e != DType::kFP32) {
     g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
+    g.save(g.add("moe.router_weight_fp32", grp, "router", {experts, c.h}, DType::kFP32,
+                 "weight.float(): a new copy of the gate parameter, kept by F.linear"));
+  }
   g.save(g.add("moe.router_probs", grp, "router", cat(tokens, {experts}), DType::kFP32,
                "fp32 softmax/sigmoid scores, kept by their backward"));
   g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64));
@@ -507,9 +521,10 @@ int moe(Graph& g, const Context& c, int x) {
   const Factor expert_ffn = split("fe", spec.expert_ffn, "t", c.tp);
   int expert_out = mlp(g, c, dispatched, rows, expert_ffn, "moe.experts", grp);
   g.save(expert_out);  // scaled by its routing weight: the mul keeps both
-  g.save(g.add("moe.combine_weights", grp, "combine", rows, c.e));
+  const DType combine = c.hf.moe_combine_fp32 ? DType::kFP32 : c.e;
+  g.save(g.add("moe.combine_weights", grp, "combine", rows, combine));
   if (c.rules.moe.index_add_source)
-    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), c.e, "index_add_ keeps its source"));
+    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), combine, "index_add_ keeps its source"));
   int out = g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e);
   if (spec.shared_ffn > 0) {
     int shared = mlp(g, c, x, {c.s_tp, c.b}, split("fs", spec.shared_ffn, "t", c.tp), "moe.shared", grp);
@@ -771,6 +786,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
             flash,
             rules.softmax_fp32 && !hf_traits(model).softmax_in_activation_dtype,
             o.framework == Framework::kHF && hf_traits(model).rms_norm_scale_fp32,
+            o.framework == Framework::kHF ? hf_traits(model) : HfModelTraits{},
             seq_factor(o.seq_len, p.cp, p.sp ? t : 1),
             seq_factor(o.seq_len, p.cp, 1),
             Factor{"s", o.seq_len},
@@ -1018,7 +1034,7 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
     if (p.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
     if (o.framework == Framework::kMegatron)
       notes.push_back("Megatron MoE saves (router, permute/unpermute) are modeled, not yet measured; the HF "
-                      "Mixtral block is measured (validation/EXPECTED.md)");
+                      "Mixtral, Qwen-MoE and DeepSeek-V3 blocks are measured (validation/EXPECTED.md)");
   }
   if (p.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",

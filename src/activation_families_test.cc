@@ -4,7 +4,9 @@
 // (validation/run_validation.py, case named in each test). Sources of the save behaviour: HF
 // transformers modeling_gemma.py / modeling_gemma2.py (GemmaRMSNorm, softcapping),
 // modeling_qwen3.py (q_norm/k_norm), modeling_phi3.py (qkv_proj, gate_up_proj),
-// modeling_gpt_neox.py (query_key_value, partial rotary, parallel residual).
+// modeling_gpt_neox.py (query_key_value, partial rotary, parallel residual), modeling_qwen2_moe.py
+// (Qwen2MoeSparseMoeBlock: shared expert with a sigmoid gate), modeling_deepseek_v3.py
+// (DeepseekV3Attention: multi-head latent attention; DeepseekV3TopkRouter / DeepseekV3MoE).
 #include <string>
 
 #include <gtest/gtest.h>
@@ -165,6 +167,112 @@ TEST(ActivationHfFamilies, Qwen3MoeNormTopkProb) {
   // Absent key: the Qwen3MoeConfig default, false.
   auto absent = run(config(base + R"("mlp_only_layers": []})"), s, b, DType::kBF16, AttentionImpl::kEager);
   EXPECT_EQ(absent.per_layer.count(), plain.per_layer.count());
+}
+
+// Case qwen2_moe-hf-eager-none-bf16: Qwen2 attention (GQA 10:2, eager), the Mixtral-style expert loop
+// without top-k normalization (the Qwen2MoeConfig default), and the shared expert scaled by
+// sigmoid(shared_expert_gate(x)): that mul keeps the sigmoid output (T·1) and the shared expert's
+// output (T·h). Layer 2 is in mlp_only_layers: a dense SwiGLU of intermediate_size.
+TEST(ActivationHfFamilies, Qwen2MoeSharedExpertAndDenseLayer) {
+  const int64_t s = 37, b = 3, h = 320, a = 10, d = 32, V = 1009, e = 2, T = s * b;
+  const int64_t E = 4, k = 2, f = 176, fs = 400, fd = 600;
+  auto r = run(config(R"({"model_type": "qwen2_moe", "hidden_size": 320, "num_hidden_layers": 3,
+      "num_attention_heads": 10, "num_key_value_heads": 2, "intermediate_size": 600, "vocab_size": 1009,
+      "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 176,
+      "shared_expert_intermediate_size": 400, "decoder_sparse_step": 1, "mlp_only_layers": [2],
+      "norm_topk_prob": false, "use_sliding_window": false, "torch_dtype": "bfloat16"})"),
+               s, b, DType::kBF16, AttentionImpl::kEager);
+  // Two Llama RMSNorms (fp32 x, rsqrt, normalized x) and their outputs (the linears' input).
+  const int64_t norms = 2 * (4 * T * h + 4 * T + e * T * h) + 2 * e * T * h;
+  // q after RoPE, k and v repeated to a heads, fp32 softmax + bf16 cast, o_proj input.
+  const int64_t attention = 3 * e * T * a * d + 4 * b * a * s * s + e * b * a * s * s + e * T * a * d;
+  // Router softmax fp32, top-k indices; where pairs, gathered tokens, expert SwiGLU, expert output,
+  // weight column, index_add_ source (EXPECTED.md, "hf Mixtral / Qwen3-MoE / Qwen2-MoE MoE").
+  const int64_t routed = 4 * T * E + 8 * T * k + 16 * k * T + e * k * T * h + 4 * e * k * T * f + e * k * T * h +
+                         e * k * T + e * k * T * h;
+  const int64_t shared = 4 * e * T * fs + e * T + e * T * h;
+  EXPECT_EQ(r.per_layer.count(), norms + attention + routed + shared);
+  EXPECT_EQ(r.per_layer.count(), 2272614);  // measured
+  EXPECT_EQ(layer_bytes_named(r, "moe.shared_gate"), e * T);
+  const int64_t dense_layer = norms + attention + 4 * e * T * fd;
+  // Outside: ids, RoPE cos + sin, final RMSNorm, LM head input, fp32 log-softmax, targets.
+  const int64_t outside = 8 * T + 2 * e * s * d + 4 * T * h + 4 * T + e * T * h + e * T * h + 4 * T * V + 8 * T;
+  EXPECT_EQ(r.total.count(), 2 * r.per_layer.count() + dense_layer + outside);
+  EXPECT_EQ(r.total.count(), 6916928);  // measured
+}
+
+constexpr const char* kDeepseekV3 = R"({"model_type": "deepseek_v3", "hidden_size": 320,
+  "num_hidden_layers": 3, "num_attention_heads": 5, "num_key_value_heads": 5, "intermediate_size": 640,
+  "vocab_size": 1009, "rms_norm_eps": 1e-06, "hidden_act": "silu", "moe_intermediate_size": 112,
+  "n_routed_experts": 8, "n_shared_experts": 2, "num_experts_per_tok": 3, "n_group": 4, "topk_group": 2,
+  "routed_scaling_factor": 2.5, "norm_topk_prob": true, "first_k_dense_replace": 1, "q_lora_rank": 96,
+  "kv_lora_rank": 72, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 40,
+  "rope_interleave": true, "rope_scaling": null, "attention_bias": false, "torch_dtype": "bfloat16"})";
+
+// Case deepseek_v3-hf-eager-none-bf16 (EXPECTED.md, "hf DeepSeek-V3"). MLA: q_a_layernorm and
+// kv_a_layernorm are Llama RMSNorms over q_lora_rank / kv_lora_rank (the latter on a strided view of
+// the kv_a_proj_with_mqa output: its fp32 copy has kv_lora_rank columns); query and key are new
+// tensors (cat); eager matmul copies the strided v slice of the kv_b_proj output. MoE: the router
+// keeps fp32 copies of x (T·h) and of its weight (E·h), the sigmoid output, gather's indices, and the
+// normalization's weights and denominators; the weighted expert output is promoted to fp32.
+TEST(ActivationHfFamilies, DeepseekV3MlaEagerMoe) {
+  const int64_t s = 37, b = 3, h = 320, a = 5, V = 1009, e = 2, T = s * b;
+  const int64_t rq = 96, rkv = 72, dr = 16, dv = 40, dqk = 48;
+  const int64_t E = 8, k = 3, f = 112, fs = 224, fd = 640;
+  auto r = run(config(kDeepseekV3), s, b, DType::kBF16, AttentionImpl::kEager);
+  const int64_t rms = 4 * T * h + 4 * T + e * T * h;
+  const int64_t norms = 2 * rms + 2 * e * T * h;
+  const int64_t q_path = 4 * T * rq + 4 * T + e * T * rq + e * T * rq;      // q_a_layernorm + q_b_proj input
+  const int64_t kv_path = 4 * T * rkv + 4 * T + e * T * rkv + e * T * rkv;  // kv_a_layernorm + kv_b_proj input
+  const int64_t core = 2 * e * T * a * dqk + 4 * b * a * s * s + e * b * a * s * s + e * T * a * dv + e * T * a * dv;
+  const int64_t attention = q_path + kv_path + core;
+  const int64_t router = 4 * T * h + 4 * E * h + 4 * T * E + 8 * T * k + 4 * T * k + 4 * T;
+  const int64_t experts = 16 * k * T + e * k * T * h + 4 * e * k * T * f + e * k * T * h + 4 * k * T + 4 * k * T * h;
+  EXPECT_EQ(r.per_layer.count(), norms + attention + router + experts + 4 * e * T * fs);
+  EXPECT_EQ(r.per_layer.count(), 2554582);  // measured
+  EXPECT_EQ(layer_bytes_named(r, "moe.router_weight_fp32"), 4 * E * h);
+  EXPECT_EQ(layer_bytes_named(r, "moe.weighted_out"), 4 * k * T * h);
+  const int64_t dense_layer = norms + attention + 4 * e * T * fd;  // first_k_dense_replace = 1
+  const int64_t outside = 8 * T + 2 * e * s * dr + rms + e * T * h + 4 * T * V + 8 * T;
+  EXPECT_EQ(r.total.count(), 2 * r.per_layer.count() + dense_layer + outside);
+  EXPECT_EQ(r.total.count(), 7452078);  // measured
+}
+
+// Cases deepseek_v3-hf-flash-none-bf16-padv, deepseek_v3-hf-sdpa-none-bf16-nopad,
+// deepseek_v3-hf-eager-none-fp32. flash_attention_2 pads v to the q/k head dim (F.pad keeps
+// nothing; the padded v, the padded output and the reshape copy of its dv slice are kept); sdpa does
+// not pad, so v stays a view of the kv_b_proj output and keeps all of it. With fp32 activations the
+// router's x.float() / W.float() are the originals (nothing extra) and kv_a_layernorm's fp32 input is
+// the strided view itself: the whole kv_a_proj_with_mqa output (kv_lora_rank + qk_rope_head_dim).
+TEST(ActivationHfFamilies, DeepseekV3FlashPadsVSdpaDoesNotFp32RouterCopies) {
+  const int64_t b = 3, a = 5, e = 2, dn = 32, dv = 40, dqk = 48;
+  const ModelSpec m = config(kDeepseekV3);
+  {
+    const int64_t s = 41, T = s * b;
+    auto r = run(m, s, b, DType::kBF16, AttentionImpl::kFlash);
+    EXPECT_EQ(layer_bytes_named(r, "attn.v_padded"), e * T * a * dqk);
+    EXPECT_EQ(layer_bytes_named(r, "attn.flash_out"), e * T * a * dqk);
+    EXPECT_EQ(layer_bytes_named(r, "attn.context"), e * T * a * dv);
+    EXPECT_EQ(layer_bytes_named(r, "attn.kv_b_proj"), 0);
+    EXPECT_EQ(r.per_layer.count(), 2764456);  // measured
+    EXPECT_EQ(r.total.count(), 8059924);      // measured
+  }
+  {
+    const int64_t s = 33, bb = 2, T = s * bb;
+    auto r = run(m, s, bb, DType::kBF16, AttentionImpl::kSdpa);
+    EXPECT_EQ(layer_bytes_named(r, "attn.v_padded"), 0);
+    EXPECT_EQ(layer_bytes_named(r, "attn.kv_b_proj"), e * T * a * (dn + dv));
+    EXPECT_EQ(r.per_layer.count(), 1472272);  // measured
+    EXPECT_EQ(r.total.count(), 4287512);      // measured
+  }
+  {
+    const int64_t s = 29, bb = 2, T = s * bb, rkv = 72, dr = 16;
+    auto r = run(m, s, bb, DType::kFP32, AttentionImpl::kEager);
+    EXPECT_EQ(layer_bytes_named(r, "moe.router_input_fp32") + layer_bytes_named(r, "moe.router_weight_fp32"), 0);
+    EXPECT_EQ(layer_bytes_named(r, "attn.kv_a_proj_with_mqa"), 4 * T * (rkv + dr));
+    EXPECT_EQ(r.per_layer.count(), 2000304);  // measured
+    EXPECT_EQ(r.total.count(), 5861016);      // measured
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@ E experts, k experts per token (MoE). Each term is (name, formula text, bytes).
 import models
 
 
-def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
+def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig, index=None):
+    """Terms of layer `index` (default: the middle layer, the one per_layer_bytes reports)."""
+    index = cfg.layers // 2 if index is None else index
     s, b, h, a, kv, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
     T, e = s * b, 2 if run.dtype == "bf16" else 4
     ph, pa = run.hidden_dropout > 0, run.attention_dropout > 0
@@ -46,6 +48,8 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
             t.append(("q, k, v copies made by matmul's reshape", "3·e·T·a·d", 3 * e * T * a * d))
         else:
             t.append(qkv_storage)
+    elif hf and traits.qkv == "mla":
+        _mla_terms(t, cfg, run)
     elif hf:
         if traits.qk_norm:
             for name, heads, sym in (("q_norm", a, "a"), ("k_norm", kv, "kv")):
@@ -76,7 +80,7 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
         if keeps_qkv_storage:
             t.append(qkv_storage)
     core_saved = not (run.framework == "megatron" and run.recompute == "selective")
-    if eager and core_saved:
+    if eager and core_saved and traits.qkv != "mla":
         if hf and cfg.attn_softcap:
             t.append(("attention softcap tanh output (act dtype)", "e·b·a·s²", e * b * a * s * s))
         if hf and not gpt:
@@ -88,9 +92,10 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
         if pa:
             t.append(("attention dropout bool mask", "b·a·s²", b * a * s * s))
             t.append(("attention dropout output", "e·b·a·s²", e * b * a * s * s))
-    if not eager and core_saved:
+    if not eager and core_saved and traits.qkv != "mla":
         t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
-    t.append(("attention output = o_proj input", "e·T·a·d", e * T * a * d))
+    if traits.qkv != "mla":
+        t.append(("attention output = o_proj input", "e·T·a·d", e * T * a * d))
     dropout_masks = ph and (not hf or traits.hidden_dropout)
     if dropout_masks:
         t.append(("hidden dropout bool mask (after o_proj)", "T·h", T * h))
@@ -100,7 +105,12 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
     else:
         norm("norm2", input_saved_already=hf and cfg.family == "gpt_neox" and cfg.parallel_residual)
     # ---- MLP
-    if cfg.family in ("mixtral", "qwen3_moe"):
+    if hf and traits.moe == "deepseek" and cfg.is_moe_layer(index):
+        _deepseek_moe_terms(t, cfg, run)
+    elif hf and traits.moe and not cfg.is_moe_layer(index):
+        fd = cfg.dense_ffn
+        t.append(("dense layer SwiGLU (intermediate_size): silu in, silu out, up out, down input", "4·e·T·f_dense", 4 * e * T * fd))
+    elif traits.moe:
         E, k = cfg.experts, cfg.top_k
         t.extend([("router softmax fp32", "4·T·E", 4 * T * E), ("top-k indices int64", "8·T·k", 8 * T * k)])
         if cfg.norm_topk_prob:
@@ -116,6 +126,13 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig):
             ("routing weight column (mul)", "e·k·T", e * k * T),
             ("weighted expert output (index_add_ source)", "e·k·T·h", e * k * T * h),
         ])  # fmt: skip
+        if traits.moe == "qwen2_moe":
+            fs = cfg.shared_ffn
+            t.extend([
+                ("shared expert SwiGLU (silu in, silu out, up out, down input)", "4·e·T·f_s", 4 * e * T * fs),
+                ("sigmoid(shared_expert_gate(x)) output (kept by the mul)", "e·T", e * T),
+                ("shared expert output (kept by the mul)", "e·T·h", e * T * h),
+            ])  # fmt: skip
     elif hf and gpt:
         t.append(("gelu_new: x, tanh, 0.5·x, 1+tanh, c_proj input", "5·e·T·f", 5 * e * T * f))
     elif hf and traits.mlp == "gelu":
@@ -149,8 +166,8 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     if run.hidden_dropout > 0 and (not hf or traits.hidden_dropout):
         t.append(("embedding dropout bool mask", "T·h", T * h))
     if hf and traits.rope and run.recompute != "full":
-        rot = int(d * cfg.rotary_pct)
-        sym = "d" if rot == d else "d_rot"
+        rot = models._rotary_dims(cfg)
+        sym = "dr" if traits.qkv == "mla" else "d" if rot == d else "d_rot"
         t.append((f"RoPE cos + sin (shared by all layers)", f"2·e·s·{sym}", 2 * e * s * rot))
     if traits.norm == "layer":
         t.extend([("final LayerNorm input", "e·T·h", e * T * h), ("final LN fp32 mean+rstd", "8·T", 8 * T)])
@@ -173,11 +190,88 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     return t
 
 
+def _mla_terms(t, cfg, run):
+    """DeepSeek-V3 multi-head latent attention, hf (after the input norm's terms)."""
+    s, b, a, T = run.seq_len, run.micro_batch, cfg.heads, run.seq_len * run.micro_batch
+    e = 2 if run.dtype == "bf16" else 4
+    rq, rkv, dn, dr, dv = cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
+    dqk = dn + dr
+    if rq:
+        t.extend([
+            ("q_a_layernorm fp32 input (copy if e=2, the q_a_proj output if e=4)", "4·T·rq", 4 * T * rq),
+            ("q_a_layernorm rsqrt fp32", "4·T", 4 * T),
+            ("q_a_layernorm normalized (act dtype)", "e·T·rq", e * T * rq),
+            ("q_a_layernorm output = q_b_proj input", "e·T·rq", e * T * rq),
+        ])  # fmt: skip
+    if e == 2:
+        t.append(("kv_a_layernorm fp32 copy of the compressed kv (a strided view of kv_a output)", "4·T·rkv", 4 * T * rkv))
+    else:
+        t.append(("kv_a_layernorm input = view of the kv_a_proj_with_mqa output: its whole storage", "4·T·(rkv+dr)", 4 * T * (rkv + dr)))
+    t.extend([
+        ("kv_a_layernorm rsqrt fp32", "4·T", 4 * T),
+        ("kv_a_layernorm normalized (act dtype)", "e·T·rkv", e * T * rkv),
+        ("kv_a_layernorm output = kv_b_proj input", "e·T·rkv", e * T * rkv),
+        ("query = cat(q_nope, rope(q_rope))", "e·T·a·dqk", e * T * a * dqk),
+        ("key = cat(k_nope, rope(k_rope) expanded)", "e·T·a·dqk", e * T * a * dqk),
+    ])  # fmt: skip
+    pa = run.attention_dropout > 0
+    if run.attention == "eager":
+        t.append(("softmax output fp32", "4·b·a·s²", 4 * b * a * s * s))
+        if not pa and e == 2:
+            t.append(("probabilities cast to act dtype", "e·b·a·s²", e * b * a * s * s))
+        if pa:
+            t.append(("attention dropout bool mask", "b·a·s²", b * a * s * s))
+            t.append(("attention dropout output", "e·b·a·s²", e * b * a * s * s))
+        t.append(("v: matmul's copy of the strided kv_b_proj slice", "e·T·a·dv", e * T * a * dv))
+        t.append(("attention output = o_proj input", "e·T·a·dv", e * T * a * dv))
+        return
+    t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    if run.attention == "flash" and dqk != dv:
+        t.extend([
+            ("v padded to dqk (F.pad, flash_attention_2 only)", "e·T·a·dqk", e * T * a * dqk),
+            ("flash output (padded head dim)", "e·T·a·dqk", e * T * a * dqk),
+            ("o_proj input: reshape copy of the output sliced to dv", "e·T·a·dv", e * T * a * dv),
+        ])  # fmt: skip
+    else:
+        t.extend([
+            ("v = view of kv_b_proj output: its whole storage", "e·T·a·(dn+dv)", e * T * a * (dn + dv)),
+            ("attention output = o_proj input", "e·T·a·dv", e * T * a * dv),
+        ])  # fmt: skip
+
+
+def _deepseek_moe_terms(t, cfg, run):
+    """DeepseekV3MoE (router, expert loop, shared experts), after the post-attention norm's terms."""
+    T, h, E, k, f = run.seq_len * run.micro_batch, cfg.hidden, cfg.experts, cfg.top_k, cfg.ffn
+    e = 2 if run.dtype == "bf16" else 4
+    if e == 2:  # x.type(float32) and W.type(float32) are new tensors only when the model is not fp32
+        t.extend([
+            ("router input x.float() (F.linear keeps it)", "4·T·h", 4 * T * h),
+            ("router weight W.float(): a new fp32 copy of the parameter (F.linear keeps it)", "4·E·h", 4 * E * h),
+        ])  # fmt: skip
+    t.extend([("sigmoid scores fp32", "4·T·E", 4 * T * E), ("top-k indices int64 (gather)", "8·T·k", 8 * T * k)])
+    if cfg.norm_topk_prob:
+        t.extend([
+            ("top-k weights fp32 (the in-place /= keeps them)", "4·T·k", 4 * T * k),
+            ("denominator sum + 1e-20 fp32", "4·T", 4 * T),
+        ])  # fmt: skip
+    t.extend([
+        ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
+        ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
+        ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
+        ("expert output (kept by the weight mul)", "e·k·T·h", e * k * T * h),
+        ("routing weight column fp32 (kept by the mul)", "4·k·T", 4 * k * T),
+        ("weighted expert output fp32 (promoted; index_add_ source)", "4·k·T·h", 4 * k * T * h),
+        ("shared experts SwiGLU (n_shared·moe_ffn)", "4·e·T·f_s", 4 * e * T * cfg.shared_ffn),
+    ])  # fmt: skip
+
+
 def expected(cfg: models.ModelConfig, run: models.RunConfig):
-    """(per_layer_bytes, total_bytes, layer terms, outside terms)."""
+    """(per_layer_bytes, total_bytes, layer terms, outside terms). Layers may differ (dense and
+    MoE layers of one model): total sums every layer's terms; per_layer is the middle layer's."""
     layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
     per_layer = sum(x[2] for x in layer)
-    return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside
+    layers = sum(sum(x[2] for x in _terms_layer(cfg, run, i)) for i in range(cfg.layers))
+    return per_layer, layers + sum(x[2] for x in outside), layer, outside
 
 
 # ---------------------------------------------------------------------------------------------

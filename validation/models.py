@@ -7,7 +7,9 @@ framework styles:
             activations laid out (s, b, ...)
 
 Families: gpt2 (LayerNorm, learned positions, GeLU MLP, tied head), llama / qwen2 (RMSNorm, RoPE,
-GQA, SwiGLU; qwen2 = qkv bias), mixtral (llama attention + top-k MoE of SwiGLU experts, hf only).
+GQA, SwiGLU; qwen2 = qkv bias), mixtral (llama attention + top-k MoE of SwiGLU experts, hf only),
+and in hf style only the FAMILY_TRAITS rows (gemma, gemma2, qwen3, qwen3_moe, qwen2_moe, phi3,
+gpt_neox, deepseek_v3 with multi-head latent attention and sigmoid-routed MoE).
 
 Every forward runs inside `region(...)` blocks so measure.py can attribute saved storages to
 embedding / layer i / head. Torch 2.x CUDA behaviours that 1.13 CPU lacks are emulated through
@@ -51,7 +53,7 @@ def current_region():
 
 @dataclasses.dataclass
 class ModelConfig:
-    family: str  # gpt2 | llama | qwen2 | mixtral | gemma | gemma2 | qwen3 | phi3 | gpt_neox
+    family: str  # gpt2 | llama | qwen2 | mixtral | gemma | gemma2 | qwen3 | qwen3_moe | qwen2_moe | phi3 | gpt_neox | deepseek_v3
     hidden: int
     layers: int
     heads: int
@@ -71,6 +73,34 @@ class ModelConfig:
     attn_softcap: float = 0.0  # gemma2 attn_logit_softcapping (eager: tanh on the scores)
     final_softcap: float = 0.0  # gemma2 final_logit_softcapping (tanh on the logits)
     norm_topk_prob: bool = True  # MoE: top-k weights renormalized (Mixtral always; Qwen3-MoE config key)
+    # MoE layer placement and shared experts (Qwen2-MoE, DeepSeek-V3); `ffn` is the routed expert's
+    # size, `dense_ffn` the dense MLP's (layers without experts)
+    dense_ffn: int = 0
+    shared_ffn: int = 0  # Qwen2-MoE shared_expert_intermediate_size; DeepSeek n_shared_experts * ffn
+    sparse_step: int = 1  # Qwen2-MoE decoder_sparse_step
+    mlp_only_layers: tuple = ()  # Qwen2-MoE
+    first_dense: int = 0  # DeepSeek-V3 first_k_dense_replace
+    n_group: int = 1  # DeepSeek-V3 group-limited routing
+    topk_group: int = 1
+    routed_scaling: float = 1.0  # DeepSeek-V3 routed_scaling_factor
+    # DeepSeek-V3 multi-head latent attention (q_lora_rank 0 = q_proj straight from h)
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
+    rope_interleave: bool = True
+
+    def is_moe_layer(self, i):
+        """Which layers hold routed experts, as each HF decoder layer decides."""
+        moe = self.traits.moe
+        if not moe:
+            return False
+        if moe == "qwen2_moe":  # Qwen2MoeDecoderLayer
+            return i not in self.mlp_only_layers and (i + 1) % self.sparse_step == 0
+        if moe == "deepseek":  # DeepseekV3DecoderLayer
+            return i >= self.first_dense
+        return True  # Mixtral, Qwen3-MoE (every layer here)
 
     @property
     def traits(self):
@@ -82,7 +112,7 @@ class FamilyTraits:
     """What the HF modeling file of a family hard-codes (hf style only; megatron ignores it)."""
 
     norm: str = "rms"  # rms (LlamaRMSNorm) | gemma_rms (fp32 (1 + w)) | layer (nn.LayerNorm)
-    qkv: str = "separate"  # separate | gpt2 (c_attn split) | phi3 (qkv_proj sliced) | neox (per-head interleaved)
+    qkv: str = "separate"  # separate | gpt2 (c_attn split) | phi3 (qkv_proj sliced) | neox (per-head interleaved) | mla (DeepSeek)
     mlp: str = "swiglu"  # swiglu | geglu_tanh | phi3 (gate_up_proj chunked) | gelu_new | gelu (exact, biased)
     rope: bool = True
     qk_norm: bool = False  # qwen3: RMSNorm over head_dim on q and k before RoPE
@@ -90,17 +120,23 @@ class FamilyTraits:
     sandwich: bool = False  # gemma2: post-attention and post-feedforward norms
     hidden_dropout: bool = False  # the model applies resid/embedding dropout (gpt2, gpt_neox)
     softmax_fp32: bool = True  # eager softmax(dtype=float32); GPT-2 softmax in activation dtype
+    # MoE block: "" (dense) | mixtral (softmax router, expert loop; Qwen3-MoE too) | qwen2_moe
+    # (+ shared expert scaled by sigmoid(shared_expert_gate(x))) | deepseek (fp32 router on
+    # sigmoid scores, group-limited top-k, fp32 combine, shared experts)
+    moe: str = ""
 
 
 FAMILY_TRAITS = {
     "gpt2": FamilyTraits(norm="layer", qkv="gpt2", mlp="gelu_new", rope=False, hidden_dropout=True, softmax_fp32=False),
     "llama": FamilyTraits(),
     "qwen2": FamilyTraits(),
-    "mixtral": FamilyTraits(),
+    "mixtral": FamilyTraits(moe="mixtral"),
     "gemma": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True),
     "gemma2": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True, sandwich=True),
     "qwen3": FamilyTraits(qk_norm=True),
-    "qwen3_moe": FamilyTraits(qk_norm=True),  # + Qwen3MoeSparseMoeBlock (the Mixtral loop, norm_topk_prob)
+    "qwen3_moe": FamilyTraits(qk_norm=True, moe="mixtral"),  # Qwen3MoeSparseMoeBlock: the Mixtral loop, norm_topk_prob
+    "qwen2_moe": FamilyTraits(moe="qwen2_moe"),  # Qwen2 attention (qkv bias) + Qwen2MoeSparseMoeBlock
+    "deepseek_v3": FamilyTraits(qkv="mla", moe="deepseek"),  # modeling_deepseek_v3.py
     "phi3": FamilyTraits(qkv="phi3", mlp="phi3"),
     "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True),
 }
@@ -195,7 +231,17 @@ def hf_apply_rope(x, cos, sin):
 
 
 def _rotary_dims(cfg):
+    if cfg.traits.qkv == "mla":  # DeepSeek: RoPE on the qk_rope_head_dim part only
+        return cfg.qk_rope_dim
     return int(cfg.head_dim * cfg.rotary_pct)
+
+
+def hf_apply_rope_interleave(x, cos, sin):
+    """DeepSeek-V3 apply_rotary_pos_emb_interleave: de-interleave the pairs (view, transpose,
+    reshape: a copy, saved by nothing), then x*cos + rotate_half(x)*sin. Only cos, sin are saved."""
+    b, heads, s, d = x.shape
+    x = x.view(b, heads, s, d // 2, 2).transpose(4, 3).reshape(b, heads, s, d)
+    return x * cos + _rotate_half(x) * sin
 
 
 class HFAttention(nn.Module):
@@ -285,6 +331,70 @@ class HFAttention(nn.Module):
         return out.transpose(1, 2).contiguous()
 
 
+class HFLatentAttention(nn.Module):
+    """DeepseekV3Attention (multi-head latent attention), eager / flash_attention_2 / sdpa.
+
+    q: q_a_proj -> q_a_layernorm (RMSNorm over q_lora_rank) -> q_b_proj, or q_proj; split per head
+    into q_nope | q_rope (views). kv_a_proj_with_mqa -> [compressed kv (kv_lora_rank) | k_rope
+    (qk_rope_head_dim, one head shared by all)]; kv_a_layernorm on the compressed part (a strided
+    view) -> kv_b_proj -> per head [k_nope | v] (views). RoPE on q_rope and k_rope; k_rope expanded
+    to all heads; query = cat(q_nope, q_rope), key = cat(k_nope, k_rope): new tensors.
+    flash_attention_2 pads v to the q/k head dim when they differ (F.pad saves nothing) and slices
+    the output back (reshape of the slice: a copy). sdpa does not pad."""
+
+    def __init__(self, cfg: ModelConfig, run: RunConfig):
+        super().__init__()
+        self.cfg, self.run = cfg, run
+        h, a = cfg.hidden, cfg.heads
+        dqk = cfg.qk_nope_dim + cfg.qk_rope_dim
+        if cfg.q_lora_rank:
+            self.q_a_proj = _linear(h, cfg.q_lora_rank, False)
+            self.q_a_norm_w = nn.Parameter(torch.ones(cfg.q_lora_rank))
+            self.q_b_proj = _linear(cfg.q_lora_rank, a * dqk, False)
+        else:
+            self.q_proj = _linear(h, a * dqk, False)
+        self.kv_a_proj = _linear(h, cfg.kv_lora_rank + cfg.qk_rope_dim, False)
+        self.kv_a_norm_w = nn.Parameter(torch.ones(cfg.kv_lora_rank))
+        self.kv_b_proj = _linear(cfg.kv_lora_rank, a * (cfg.qk_nope_dim + cfg.v_head_dim), False)
+        self.o_proj = _linear(a * cfg.v_head_dim, h, False)
+
+    def forward(self, x, rope, mask):
+        cfg, run = self.cfg, self.run
+        b, s, _ = x.shape
+        a, dn, dr, dv = cfg.heads, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
+        dqk = dn + dr
+        if cfg.q_lora_rank:
+            q = self.q_b_proj(hf_rms_norm(self.q_a_proj(x), self.q_a_norm_w, 1e-6))
+        else:
+            q = self.q_proj(x)
+        q = q.view(b, s, a, dqk).transpose(1, 2)
+        q_pass, q_rot = torch.split(q, [dn, dr], dim=-1)
+        compressed = self.kv_a_proj(x)
+        k_pass, k_rot = torch.split(compressed, [cfg.kv_lora_rank, dr], dim=-1)
+        kv = self.kv_b_proj(hf_rms_norm(k_pass, self.kv_a_norm_w, 1e-6)).view(b, s, a, dn + dv).transpose(1, 2)
+        k_pass, v = torch.split(kv, [dn, dv], dim=-1)
+        k_rot = k_rot.view(b, 1, s, dr)
+        cos, sin = (t.unsqueeze(1) for t in rope)
+        apply = hf_apply_rope_interleave if cfg.rope_interleave else hf_apply_rope
+        q_rot, k_rot = apply(q_rot, cos, sin), apply(k_rot, cos, sin)
+        k_rot = k_rot.expand(*k_pass.shape[:-1], -1)
+        query = torch.cat((q_pass, q_rot), dim=-1)
+        key = torch.cat((k_pass, k_rot), dim=-1)
+        pad = run.attention == "flash" and dqk != dv
+        if pad:
+            v = F.pad(v, [0, dqk - dv])
+        if run.attention == "eager":
+            scores = torch.matmul(query, key.transpose(2, 3)) * dqk**-0.5
+            probs = F.softmax(scores + mask, dim=-1, dtype=torch.float32).to(query.dtype)
+            probs = ops.dropout(probs, run.attention_dropout)
+            out = torch.matmul(probs, v).transpose(1, 2).contiguous()  # matmul copies the strided v
+        else:
+            out = ops.FlashAttentionFn.apply(query.transpose(1, 2), key.transpose(1, 2), v.transpose(1, 2), "bshd")
+        if pad:
+            out = out[:, :, :, :dv]
+        return self.o_proj(out.reshape(b, s, a * dv).contiguous())
+
+
 class HFMLP(nn.Module):
     def __init__(self, cfg: ModelConfig, run: RunConfig):
         super().__init__()
@@ -318,13 +428,16 @@ class HFMLP(nn.Module):
 
 
 class HFMoE(nn.Module):
-    """MixtralSparseMoeBlock, dropless, experts run on the tokens routed to them.
+    """MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock / Qwen2MoeSparseMoeBlock, dropless, experts
+    run on the tokens routed to them.
     Saves (per layer, T = s·b tokens, k = top_k, E experts):
       gate linear input (the norm output), fp32 router softmax (T·E),
       topk indices int64 (T·k) and the normalization's saved tensors (fp32 T·k and T·1),
       per expert e with n_e tokens (sum n_e = k·T): torch.where's row/column index tensors
       (int64 n_e each), the gathered tokens (n_e·h, saved by gate and up), SwiGLU as HF (4 n_e·f),
       the expert output (n_e·h) and its routing weight column (n_e·1) saved by the weighting mul.
+    Qwen2-MoE adds the shared expert (SwiGLU of shared_ffn on all T tokens) scaled by
+    sigmoid(shared_expert_gate(x)): the mul keeps the sigmoid output (T·1) and the shared output.
     """
 
     def __init__(self, cfg: ModelConfig, run: RunConfig):
@@ -332,6 +445,9 @@ class HFMoE(nn.Module):
         self.cfg = cfg
         self.gate = _linear(cfg.hidden, cfg.experts, False)
         self.experts = nn.ModuleList(HFMLP(dataclasses.replace(cfg, family="llama"), run) for _ in range(cfg.experts))
+        if cfg.traits.moe == "qwen2_moe":
+            self.shared_expert = HFMLP(dataclasses.replace(cfg, family="llama", ffn=cfg.shared_ffn), run)
+            self.shared_expert_gate = _linear(cfg.hidden, 1, False)
 
     def forward(self, x):
         b, s, h = x.shape
@@ -351,11 +467,69 @@ class HFMoE(nn.Module):
             tokens = x[None, top_x].reshape(-1, h)
             out = expert(tokens) * weights[top_x, idx, None]
             final.index_add_(0, top_x, out.to(x.dtype))
+        if self.cfg.traits.moe == "qwen2_moe":
+            final = final + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return final.reshape(b, s, h)
 
 
-class HFLayer(nn.Module):
+class HFDeepseekMoE(nn.Module):
+    """DeepseekV3MoE with DeepseekV3TopkRouter (transformers 4.5x expert loop).
+    Router: F.linear(x.float(), W.float()) keeps the fp32 copies of x (T·h) and, for a bf16 model,
+    of W (E·h: a new tensor, not the parameter); sigmoid keeps its fp32 output (T·E). The
+    group-limited choice (scores + e_score_correction_bias, top-2 per group summed, topk_group
+    groups, top-k) runs under no_grad: nothing saved. gather keeps the int64 top-k indices;
+    norm_topk_prob: the in-place `/= (sum + 1e-20)` keeps the fp32 weights and the denominators;
+    `* routed_scaling_factor` (a Python scalar) keeps nothing.
+    Expert loop: where (one (n_e, 2) int64 storage), gathered tokens, SwiGLU, expert output and the
+    **fp32** weight column (the product is promoted to fp32), index_add_ into an fp32 buffer keeps
+    the fp32 weighted output. Shared experts: one SwiGLU of n_shared·moe_ffn on all tokens.
+    """
+
     def __init__(self, cfg: ModelConfig, run: RunConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.gate_w = nn.Parameter(torch.empty(cfg.experts, cfg.hidden).normal_(std=0.02))
+        self.register_buffer("e_score_correction_bias", torch.zeros(cfg.experts))
+        self.experts = nn.ModuleList(HFMLP(dataclasses.replace(cfg, family="llama"), run) for _ in range(cfg.experts))
+        self.shared_experts = HFMLP(dataclasses.replace(cfg, family="llama", ffn=cfg.shared_ffn), run)
+
+    @torch.no_grad()
+    def _topk_indices(self, scores):
+        cfg = self.cfg
+        E, groups = cfg.experts, cfg.n_group
+        choice = scores.view(-1, E) + self.e_score_correction_bias.unsqueeze(0)
+        group_scores = choice.view(-1, groups, E // groups).topk(2, dim=-1)[0].sum(dim=-1)
+        group_idx = torch.topk(group_scores, k=cfg.topk_group, dim=-1, sorted=False)[1]
+        group_mask = torch.zeros_like(group_scores)
+        group_mask.scatter_(1, group_idx, 1)
+        score_mask = group_mask.unsqueeze(-1).expand(-1, groups, E // groups).reshape(-1, E)
+        choice = choice.masked_fill(~score_mask.bool(), 0.0)
+        return torch.topk(choice, k=cfg.top_k, dim=-1, sorted=False)[1]
+
+    def forward(self, x):
+        cfg = self.cfg
+        shape = x.shape
+        flat = x.view(-1, cfg.hidden)
+        scores = F.linear(flat.type(torch.float32), self.gate_w.type(torch.float32)).sigmoid()
+        indices = self._topk_indices(scores)
+        weights = scores.gather(1, indices)
+        if cfg.norm_topk_prob:
+            weights /= weights.sum(dim=-1, keepdim=True) + 1e-20
+        weights = weights * cfg.routed_scaling
+        final = torch.zeros_like(flat, dtype=weights.dtype)  # fp32
+        expert_mask = F.one_hot(indices, num_classes=cfg.experts).permute(2, 0, 1)
+        for e, expert in enumerate(self.experts):
+            token_idx, weight_idx = torch.where(expert_mask[e])
+            if token_idx.numel() == 0:
+                continue
+            out = expert(flat[token_idx]) * weights[token_idx, weight_idx].unsqueeze(-1)
+            final.index_add_(0, token_idx, out)
+        routed = final.type(x.dtype).view(*shape)
+        return routed + self.shared_experts(x)
+
+
+class HFLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, run: RunConfig, index=0):
         super().__init__()
         self.cfg, self.run = cfg, run
         h = cfg.hidden
@@ -364,8 +538,13 @@ class HFLayer(nn.Module):
         self.norm_w = nn.ParameterList(nn.Parameter(init(h)) for _ in range(n_norms))
         if cfg.traits.norm == "layer":
             self.norm_b = nn.ParameterList(nn.Parameter(torch.zeros(h)) for _ in range(n_norms))
-        self.attn = HFAttention(cfg, run)
-        self.mlp = HFMoE(cfg, run) if cfg.family in ("mixtral", "qwen3_moe") else HFMLP(cfg, run)
+        self.attn = HFLatentAttention(cfg, run) if cfg.traits.qkv == "mla" else HFAttention(cfg, run)
+        if cfg.is_moe_layer(index):
+            self.mlp = (HFDeepseekMoE if cfg.traits.moe == "deepseek" else HFMoE)(cfg, run)
+        elif cfg.traits.moe:  # a dense layer of an MoE model: intermediate_size
+            self.mlp = HFMLP(dataclasses.replace(cfg, ffn=cfg.dense_ffn), run)
+        else:
+            self.mlp = HFMLP(cfg, run)
 
     def norm(self, x, i):
         return hf_norm(self.cfg, x, self.norm_w[i], self.norm_b[i] if self.cfg.traits.norm == "layer" else None)
@@ -405,7 +584,7 @@ class HFModel(nn.Module):
             self.pos_embed = nn.Embedding(cfg.max_positions, cfg.hidden)
         if cfg.traits.norm == "layer":
             self.final_b = nn.Parameter(torch.zeros(cfg.hidden))
-        self.layers = nn.ModuleList(HFLayer(cfg, run) for _ in range(cfg.layers))
+        self.layers = nn.ModuleList(HFLayer(cfg, run, i) for i in range(cfg.layers))
         self.final_w = nn.Parameter((torch.zeros if cfg.traits.norm == "gemma_rms" else torch.ones)(cfg.hidden))
         if not cfg.tie_embeddings:
             self.lm_head = _linear(cfg.hidden, cfg.vocab, False)
@@ -530,8 +709,8 @@ class MegatronLayer(nn.Module):
 class MegatronModel(nn.Module):
     def __init__(self, cfg: ModelConfig, run: RunConfig):
         super().__init__()
-        if cfg.family == "mixtral":
-            raise ValueError("megatron style MoE is not implemented in the reference models")
+        if cfg.traits.moe or cfg.traits.qkv == "mla":
+            raise ValueError("megatron style MoE / MLA is not implemented in the reference models")
         self.cfg, self.run = cfg, run
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
         if cfg.family == "gpt2":

@@ -51,6 +51,22 @@ PHI3 = dict(LLAMA_MHA, family="phi3", layers=2, vocab=1009, ffn=900)
 PHI3_GQA = dict(PHI3, heads=10, kv_heads=2, head_dim=32, rotary_pct=0.75)
 QWEN3_MOE = dict(QWEN3, family="qwen3_moe", ffn=192, experts=4, top_k=2)
 QWEN3_MOE_NONORM = dict(QWEN3_MOE, heads=6, kv_heads=6, head_dim=48, experts=5, top_k=3, ffn=160, norm_topk_prob=False)
+# Qwen2-MoE: Qwen2 attention (qkv bias) + routed experts + a sigmoid-gated shared expert; dense
+# layers by mlp_only_layers / decoder_sparse_step (3 layers: the middle one is sparse)
+QWEN2_MOE = dict(QWEN2, family="qwen2_moe", layers=3, ffn=176, experts=4, top_k=2, dense_ffn=600, shared_ffn=400,
+                 mlp_only_layers=(2,), norm_topk_prob=False)
+QWEN2_MOE_STEP2 = dict(QWEN2_MOE, heads=5, kv_heads=5, head_dim=64, experts=5, top_k=3, ffn=144, shared_ffn=336,
+                       mlp_only_layers=(), sparse_step=2, norm_topk_prob=True)
+# DeepSeek-V3: MLA (q_lora_rank 96, kv_lora_rank 72, nope 32 + rope 16 = 48 != v 40), sigmoid-routed
+# MoE (8 experts in 4 groups, 2 groups kept, top-3, 2 shared experts), first layer dense
+DSV3 = dict(family="deepseek_v3", hidden=320, layers=3, heads=5, kv_heads=5, head_dim=48, ffn=112, vocab=1009,
+            eps=1e-6, experts=8, top_k=3, dense_ffn=640, shared_ffn=224, first_dense=1, n_group=4, topk_group=2,
+            routed_scaling=2.5, q_lora_rank=96, kv_lora_rank=72, qk_nope_dim=32, qk_rope_dim=16, v_head_dim=40)
+# q_proj straight from h (q_lora_rank null), v head dim = q/k head dim (no flash padding), no
+# top-k normalization, two dense layers (the middle one is dense), plain rope
+DSV3_NOLORA = dict(DSV3, heads=6, kv_heads=6, head_dim=56, q_lora_rank=0, kv_lora_rank=80, qk_nope_dim=40,
+                   v_head_dim=56, experts=6, n_group=3, topk_group=2, top_k=2, first_dense=2,
+                   norm_topk_prob=False, rope_interleave=False, shared_ffn=112)
 NEOX = dict(family="gpt_neox", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003, rotary_pct=0.25, attention_bias=True)
 NEOX_SEQ = dict(NEOX, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, rotary_pct=0.5, parallel_residual=False)
 
@@ -189,6 +205,19 @@ CASES = [
     case("gpt_neox-hf-eager-none-fp32-seqres", NEOX_SEQ, "hf", "eager", "none", "fp32", 29, 3),
     case("gpt_neox-hf-sdpa-none-fp32-seqres-drop", NEOX_SEQ, "hf", "sdpa", "none", "fp32", 33, 2, 0.1, 0.0),
     case("gpt_neox-hf-eager-full-bf16-drop", NEOX, "hf", "eager", "full", "bf16", 37, 3, 0.1, 0.1),
+    # Qwen2-MoE (shared expert with sigmoid gate, dense layers by mlp_only_layers / decoder_sparse_step)
+    case("qwen2_moe-hf-eager-none-bf16", QWEN2_MOE, "hf", "eager", "none", "bf16", 37, 3),
+    case("qwen2_moe-hf-flash-none-fp32", QWEN2_MOE, "hf", "flash", "none", "fp32", 29, 2),
+    case("qwen2_moe-hf-sdpa-none-bf16-step2-norm", QWEN2_MOE_STEP2, "hf", "sdpa", "none", "bf16", 33, 3),
+    case("qwen2_moe-hf-eager-full-bf16-step2-norm", QWEN2_MOE_STEP2, "hf", "eager", "full", "bf16", 29, 3),
+    # DeepSeek-V3 (MLA, sigmoid group-limited routing, fp32 combine, shared experts, dense first layers)
+    case("deepseek_v3-hf-eager-none-bf16", DSV3, "hf", "eager", "none", "bf16", 37, 3),
+    case("deepseek_v3-hf-eager-none-fp32", DSV3, "hf", "eager", "none", "fp32", 29, 2),
+    case("deepseek_v3-hf-flash-none-bf16-padv", DSV3, "hf", "flash", "none", "bf16", 41, 3),
+    case("deepseek_v3-hf-sdpa-none-bf16-nopad", DSV3, "hf", "sdpa", "none", "bf16", 33, 2),
+    case("deepseek_v3-hf-flash-none-fp32-noqlora", DSV3_NOLORA, "hf", "flash", "none", "fp32", 33, 3),
+    case("deepseek_v3-hf-eager-none-bf16-noqlora", DSV3_NOLORA, "hf", "eager", "none", "bf16", 29, 3),
+    case("deepseek_v3-hf-sdpa-full-bf16", DSV3, "hf", "sdpa", "full", "bf16", 37, 2),
 ]
 
 
@@ -240,7 +269,8 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         }
     classes = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM",
                "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-               "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}  # fmt: skip
+               "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+               "deepseek_v3": "DeepseekV3ForCausalLM"}  # fmt: skip
     config = {
         "model_type": cfg.family,
         "architectures": [classes[cfg.family]],
@@ -285,6 +315,41 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         config["mlp_only_layers"] = []
         config["norm_topk_prob"] = cfg.norm_topk_prob
         config["output_router_logits"] = False
+    if cfg.family == "qwen2_moe":
+        del config["head_dim"]  # Qwen2MoeAttention: hidden_size // num_attention_heads
+        config["num_experts"] = cfg.experts
+        config["num_experts_per_tok"] = cfg.top_k
+        config["moe_intermediate_size"] = cfg.ffn
+        config["shared_expert_intermediate_size"] = cfg.shared_ffn
+        config["intermediate_size"] = cfg.dense_ffn
+        config["decoder_sparse_step"] = cfg.sparse_step
+        config["mlp_only_layers"] = list(cfg.mlp_only_layers)
+        config["norm_topk_prob"] = cfg.norm_topk_prob
+        config["use_sliding_window"] = False
+        config["output_router_logits"] = False
+    if cfg.family == "deepseek_v3":
+        del config["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim
+        assert cfg.shared_ffn % cfg.ffn == 0
+        config.update({
+            "intermediate_size": cfg.dense_ffn,
+            "moe_intermediate_size": cfg.ffn,
+            "n_routed_experts": cfg.experts,
+            "n_shared_experts": cfg.shared_ffn // cfg.ffn,
+            "num_experts_per_tok": cfg.top_k,
+            "n_group": cfg.n_group,
+            "topk_group": cfg.topk_group,
+            "routed_scaling_factor": cfg.routed_scaling,
+            "norm_topk_prob": cfg.norm_topk_prob,
+            "first_k_dense_replace": cfg.first_dense,
+            "q_lora_rank": cfg.q_lora_rank or None,
+            "kv_lora_rank": cfg.kv_lora_rank,
+            "qk_nope_head_dim": cfg.qk_nope_dim,
+            "qk_rope_head_dim": cfg.qk_rope_dim,
+            "v_head_dim": cfg.v_head_dim,
+            "rope_interleave": cfg.rope_interleave,
+            "rope_scaling": None,
+            "attention_bias": False,
+        })  # fmt: skip
     if cfg.family == "phi3":
         del config["head_dim"]  # Phi3Config has none: hidden_size // num_attention_heads
         config["partial_rotary_factor"] = cfg.rotary_pct
