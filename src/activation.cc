@@ -689,22 +689,51 @@ Bytes kept_bytes(const LayerKind& kind, const ActivationOptions& o, int64_t posi
   return kind.none;
 }
 
-/// Micro-batches in flight on pipeline `rank` for each of its `vpp` model chunks (Megatron 1F1B:
-/// rank r holds pp − r; interleaved: warm-up (pp−r−1)·2 + (vpp−1)·pp forwards plus one, handed out
-/// to chunks in groups of pp micro-batches). With vpp > 1, rank 0 holds pp·vpp + pp − 1 chunk-
-/// micro-batches, i.e. L/pp·(pp + (pp−1)/vpp) layers' worth: Korthikanti's factor 1 + (p−1)/(p·v).
-std::vector<int64_t> in_flight_per_chunk(const ParallelLayout& p, int64_t rank) {
+/// Micro-batches in flight on pipeline `rank` for each of its `vpp` model chunks, at the step of
+/// Megatron's schedule (megatron/core/pipeline_parallel/schedules.py) where they hold the most bytes;
+/// `chunk_bytes[j]` is what one micro-batch keeps on chunk j (embedding / head included).
+/// 1F1B (forward_backward_pipelining_without_interleaving): rank r holds min(pp − r, M).
+/// Interleaved (forward_backward_pipelining_with_interleaving): warm-up w = (pp−r−1)·2 + (vpp−1)·pp
+/// forwards (get_pp_rank_microbatches; all M·vpp when w reaches that), then each steady step k runs
+/// forward w + k and backward k; virtual micro-batch i is chunk (i mod pp·vpp)/pp in forward and
+/// vpp − 1 minus that in backward (get_schedule_table, groups of pp). Every steady step holds w + 1
+/// chunk-micro-batches, but which chunks repeats with period pp·vpp: e.g. rank 0 at pp 4, vpp 2,
+/// M 8 holds 7 + 4 after the warm-up and 8 + 3 one step later (measured by
+/// validation/pipeline_validation.py), so the step with the most bytes is searched. With uniform
+/// layers rank 0 holds pp·vpp + pp − 1 chunk-micro-batches, L/pp·(pp + (pp−1)/vpp) layers:
+/// Korthikanti's factor 1 + (p−1)/(p·v).
+std::vector<int64_t> in_flight_per_chunk(const ParallelLayout& p, int64_t rank,
+                                         const std::vector<Bytes>& chunk_bytes) {
   std::vector<int64_t> counts(static_cast<size_t>(p.vpp), 0);
   const int64_t m = p.num_micro_batches;
   if (p.vpp == 1) {
     counts[0] = std::min(p.pp - rank, m > 0 ? m : p.pp);
     return counts;
   }
-  int64_t n = (p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp + 1;
-  if (m > 0) n = std::min(n, m * p.vpp);
+  const int64_t warmup = (p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp;
+  if (m > 0 && warmup + 1 >= m * p.vpp) {  // all forwards before the first backward
+    std::fill(counts.begin(), counts.end(), m);
+    return counts;
+  }
   const int64_t round = p.pp * p.vpp;
-  for (int64_t j = 0; j < p.vpp; ++j)
-    counts[static_cast<size_t>(j)] = (n / round) * p.pp + std::clamp(n % round - j * p.pp, int64_t{0}, p.pp);
+  // virtual micro-batches of chunk j among the first n (forward order)
+  const auto of_chunk = [&](int64_t n, int64_t j) {
+    return (n / round) * p.pp + std::clamp(n % round - j * p.pp, int64_t{0}, p.pp);
+  };
+  const int64_t steps = m > 0 ? std::min(m * p.vpp - warmup, round) : round;
+  Bytes best{-1};
+  std::vector<int64_t> step(counts.size());
+  for (int64_t k = 0; k < steps; ++k) {
+    Bytes bytes{0};
+    for (int64_t j = 0; j < p.vpp; ++j) {
+      step[static_cast<size_t>(j)] = of_chunk(warmup + 1 + k, j) - of_chunk(k, p.vpp - 1 - j);
+      bytes += chunk_bytes[static_cast<size_t>(j)] * step[static_cast<size_t>(j)];
+    }
+    if (bytes > best) {
+      best = bytes;
+      counts = step;
+    }
+  }
   return counts;
 }
 
@@ -847,15 +876,19 @@ Expected<ActivationReport> estimate(const ModelSpec& model, const ActivationOpti
   // Pipeline: per rank, its chunks' layers × micro-batches in flight; embedding on rank 0, head on the last.
   Bytes worst{-1};
   for (int64_t rank = 0; rank < p.pp; ++rank) {
-    const auto counts = in_flight_per_chunk(p, rank);
-    Bytes stage_layers{0};
+    std::vector<Bytes> chunk_layer_bytes(static_cast<size_t>(p.vpp), Bytes{0});
     for (int64_t j = 0; j < p.vpp; ++j) {
       const int64_t first = (j * p.pp + rank) * chunk_layers;
-      Bytes chunk{0};
       for (int64_t pos = 0; pos < chunk_layers; ++pos)
-        chunk += kept_bytes(kinds[kind_of[static_cast<size_t>(first + pos)]], o, pos);
-      stage_layers += chunk * counts[static_cast<size_t>(j)];
+        chunk_layer_bytes[static_cast<size_t>(j)] += kept_bytes(kinds[kind_of[static_cast<size_t>(first + pos)]], o, pos);
     }
+    std::vector<Bytes> chunk_bytes = chunk_layer_bytes;
+    if (rank == 0) chunk_bytes.front() += report.embedding;
+    if (rank == p.pp - 1) chunk_bytes.back() += report.head_loss;
+    const auto counts = in_flight_per_chunk(p, rank, chunk_bytes);
+    Bytes stage_layers{0};
+    for (int64_t j = 0; j < p.vpp; ++j)
+      stage_layers += chunk_layer_bytes[static_cast<size_t>(j)] * counts[static_cast<size_t>(j)];
     Bytes stage = stage_layers + report.shared;
     if (rank == 0) {
       stage += report.embedding * counts[0];

@@ -408,6 +408,31 @@ TEST(ActivationParallel, PipelineInterleaved) {
   EXPECT_EQ(r.first_stage_layers_in_flight, r.per_layer * 92);
 }
 
+// Megatron-LM megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving
+// (get_pp_rank_microbatches, get_schedule_table): pp 4, vpp 2, M 8. Rank 0 warms up with 3·2 + 4 = 10
+// forwards (chunk 0 × 7 + chunk 1 × 3 after forward 10 = 7 + 4); the next steady step runs forward 11
+// (chunk 0, micro-batch 7) after backward 0 freed a chunk-1 micro-batch: chunk 0 × 8 + chunk 1 × 3, the
+// same 11 chunks but 8 embeddings. The last rank's peak keeps the head's chunk once: chunk 0 × 4 + chunk
+// 1 × 1. Executed and measured by validation/pipeline_validation.py (gpt-eager-full-pp4-vpp2-m8).
+TEST(ActivationParallel, PipelineInterleavedSteadyStateHoldsMoreFirstChunks) {
+  ActivationOptions o{.seq_len = 4096,
+                      .framework = Framework::kMegatron,
+                      .recompute = Recompute::kFull,
+                      .parallel = {.tp = 8, .sp = true, .pp = 4, .vpp = 2, .num_micro_batches = 8}};
+  auto r = run(llama_3_70b(), o);  // 80 layers: 10 per chunk
+  ASSERT_EQ(r.in_flight_by_stage.size(), 4u);
+  EXPECT_EQ(r.first_stage_layers_in_flight, r.per_layer * (10 * 11));
+  EXPECT_EQ(r.in_flight_by_stage[0], r.per_layer * (10 * 11) + r.embedding * 8 + r.shared);
+  EXPECT_EQ(r.in_flight_micro_batches, 8);
+  EXPECT_EQ(r.in_flight_by_stage[1], r.per_layer * (10 * 9) + r.shared);  // 5 + 4
+  EXPECT_EQ(r.in_flight_by_stage[3], r.per_layer * (10 * 5) + r.head_loss + r.shared);
+  // M = pp: rank 0 runs every forward in warm-up (w = 10 ≥ M·vpp = 8), rank 3 does not (w = 4).
+  o.parallel.num_micro_batches = 4;
+  auto few = run(llama_3_70b(), o);
+  EXPECT_EQ(few.in_flight_by_stage[0], r.per_layer * (10 * 8) + r.embedding * 4 + r.shared);
+  EXPECT_EQ(few.in_flight_by_stage[3], r.per_layer * (10 * 5) + r.head_loss + r.shared);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Recomputation policies.
 
