@@ -148,6 +148,10 @@ Expected<TrainingEstimate> estimate_training(const ModelSpec& model, TrainingOpt
     e.memory.add(a);
     add_peak_transient(e);
     add_reserve(e, options.reserve);
+    e.notes.push_back(
+        "gradients are counted as a persistent buffer (Megatron's grad buffer, DeepSpeed's partitions, DDP "
+        "buckets); a single-GPU loop that sets gradients to None between steps peaks lower, by up to the "
+        "gradient term");
     return e;
   } catch (const OverflowError&) {
     return Error{"the estimate overflowed 64-bit arithmetic; check --seq-len, --micro-batch and the model sizes"};
