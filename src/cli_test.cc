@@ -70,6 +70,16 @@ TEST(Cli, SeedCardFullRecomputation) {
   ASSERT_TRUE(j["activations"]["tensors"].is_array());
 }
 
+// Seed card: full recomputation costs ~1/3 more compute (one extra forward of every layer over a
+// step of forward + backward ≈ 3 forwards); the LM head is not recomputed, so slightly under 1/3.
+TEST(Cli, FullRecomputationCostsAThirdMoreCompute) {
+  auto j = run_json("estimate --model llama-2-70b --seq-len 4096 --micro-batch 2 --recompute full");
+  const double forward = j["activations"]["forward_flops"].get<double>();
+  const double extra = j["activations"]["recompute_flops"].get<double>();
+  EXPECT_GT(extra / (3 * forward), 0.32);
+  EXPECT_LT(extra / (3 * forward), 1.0 / 3.0);
+}
+
 TEST(Cli, TableAndExplainNameTheTerms) {
   Result t = run("estimate --model llama-2-70b --seq-len 4096 --micro-batch 2 --recompute full");
   ASSERT_EQ(t.code, 0) << t.err;

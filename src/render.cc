@@ -201,6 +201,16 @@ std::string render_training_table(const TrainingRequest& r, const TrainingEstima
       at.add_row({{"+ peak while recomputing a segment"}, {format_binary(act.recompute_peak), true},
                   {group_digits(act.recompute_peak.count()), true}});
     out += "\nActivations\n" + at.render();
+    if (act.forward_flops > 0) {
+      TextTable ft;
+      ft.add_row({{"forward FLOPs, one micro-batch"}, {fmt::format("{:.3g}", act.forward_flops), true}});
+      if (act.recompute_flops > 0)
+        ft.add_row({{"+ recomputation FLOPs"}, {fmt::format("{:.3g}", act.recompute_flops), true},
+                    {fmt::format("+{:.1f}% of forward, +{:.1f}% of the step (forward + 2× backward)",
+                                 100.0 * act.recompute_flops / act.forward_flops,
+                                 100.0 * act.recompute_flops / (3.0 * act.forward_flops))}});
+      out += ft.render();
+    }
     if (!act.breakdown.terms.empty()) {
       TextTable bt;
       for (const auto& t : act.breakdown.terms)
