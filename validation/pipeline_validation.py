@@ -48,9 +48,7 @@ Exit status 1 when a rank's peak and actmem's in_flight_by_stage differ by more 
 import argparse
 import dataclasses
 import functools
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,7 +61,7 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 import emulated_ops as ops  # noqa: E402
 import measure  # noqa: E402
 import models  # noqa: E402
-from run_validation import hf_config  # noqa: E402
+from run_validation import call_actmem  # noqa: E402
 
 TOLERANCE = 0.01
 
@@ -335,36 +333,15 @@ def execute(c: Case, seed=0):
 
 
 def run_cli(actmem, c: Case, workdir):
-    if not actmem or not os.path.isfile(actmem) or not os.access(actmem, os.X_OK):
-        return None, f"actmem binary not found or not executable: {actmem!r}"
-    path = os.path.join(workdir, c.name, "config.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(hf_config(c.model, c.run), f, indent=2)
-    run = c.run
-    args = [
-        actmem, "estimate", "--model", path,
-        "--seq-len", str(run.seq_len), "--micro-batch", str(run.micro_batch),
-        "--dtype", run.dtype, "--framework", run.framework, "--attention", run.attention,
-        "--recompute", run.recompute,
-        "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
-        "--pp", str(c.pp), "--vpp", str(c.vpp), "--num-micro-batches", str(c.m),
-        "--json",
-    ]  # fmt: skip
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"{' '.join(args)}\n{e}"
-    if proc.returncode != 0:
-        return None, f"{' '.join(args)}\nexit {proc.returncode}\n{proc.stderr.strip()}"
-    try:
-        a = json.loads(proc.stdout)["activations"]
-        by_stage = [int(x) for x in a["in_flight_by_stage"]]
+    """Returns (activations dict, None) or (None, error text)."""
+
+    def check(activations):
+        by_stage = [int(x) for x in activations["in_flight_by_stage"]]
         if len(by_stage) != c.pp:
             raise ValueError(f"in_flight_by_stage has {len(by_stage)} entries, pp is {c.pp}")
-        return a, None
-    except (ValueError, KeyError, TypeError) as e:
-        return None, f"{' '.join(args)}\nunreadable JSON ({e!r}):\n{proc.stdout[:2000]}"
+
+    extra = ["--pp", str(c.pp), "--vpp", str(c.vpp), "--num-micro-batches", str(c.m)]
+    return call_actmem(actmem, c.name, c.model, c.run, workdir, extra=extra, check=check)
 
 
 def main():

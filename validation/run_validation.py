@@ -358,7 +358,7 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
     return config
 
 
-def cli_args(actmem, config_path, run: models.RunConfig, par=None):
+def cli_args(actmem, config_path, run: models.RunConfig, par=None, extra=()):
     parallel = []
     if par is not None:
         parallel = ["--tp", str(par.tp), "--cp", str(par.cp)] + (["--sp"] if par.sp else [])
@@ -369,18 +369,21 @@ def cli_args(actmem, config_path, run: models.RunConfig, par=None):
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
         "--json",
-    ] + parallel  # fmt: skip
+    ] + parallel + list(extra)  # fmt: skip
 
 
-def run_cli(actmem, c, workdir):
-    """Returns (activations dict, None) or (None, error text)."""
+def call_actmem(actmem, name, model, run, workdir, par=None, extra=(), check=lambda activations: None):
+    """Writes the case's config.json and runs `actmem estimate --json` on it.
+
+    Returns (activations dict, None) or (None, error text). `check(activations)` may raise
+    ValueError/KeyError/TypeError to reject a JSON that lacks what the caller compares."""
     if not actmem or not os.path.isfile(actmem) or not os.access(actmem, os.X_OK):
         return None, f"actmem binary not found or not executable: {actmem!r}"
-    path = os.path.join(workdir, c["name"], "config.json")
+    path = os.path.join(workdir, name, "config.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(hf_config(c["model"], c["run"]), f, indent=2)
-    args = cli_args(actmem, path, c["run"], c["par"])
+        json.dump(hf_config(model, run), f, indent=2)
+    args = cli_args(actmem, path, run, par, extra)
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -389,10 +392,19 @@ def run_cli(actmem, c, workdir):
         return None, f"{' '.join(args)}\nexit {proc.returncode}\n{proc.stderr.strip()}"
     try:
         activations = json.loads(proc.stdout)["activations"]
-        int(activations["per_layer_bytes"]), int(activations["total_bytes"])
+        check(activations)
         return activations, None
     except (ValueError, KeyError, TypeError) as e:
         return None, f"{' '.join(args)}\nunreadable JSON ({e!r}):\n{proc.stdout[:2000]}\n{proc.stderr.strip()}"
+
+
+def run_cli(actmem, c, workdir):
+    """Returns (activations dict, None) or (None, error text)."""
+
+    def check(activations):
+        int(activations["per_layer_bytes"]), int(activations["total_bytes"])
+
+    return call_actmem(actmem, c["name"], c["model"], c["run"], workdir, par=c["par"], check=check)
 
 
 # ---------------------------------------------------------------------------------------------
