@@ -110,9 +110,4 @@ struct ModelSpec {
   Expected<void> validate() const;
 };
 
-/// A parameter-count-only model (`--params 7.5e9`): enough for static memory, not activations.
-struct ParamOnlyModel {
-  int64_t params = 0;
-};
-
 }  // namespace actmem

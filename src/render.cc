@@ -67,8 +67,6 @@ std::string render_terms(const Breakdown& b, bool with_total, bool derivation) {
   return b.title + "\n" + table.render();
 }
 
-std::string bytes_cell(Bytes b) { return fmt::format("{:.2f} GiB  ({} B)", b.gib(), group_digits(b.count())); }
-
 nlohmann::json term_json(const Term& t) {
   nlohmann::json j = {{"key", t.key},          {"label", t.label},      {"formula", t.formula},
                       {"substituted", t.substituted}, {"bytes", t.bytes.count()},

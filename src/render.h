@@ -36,7 +36,5 @@ nlohmann::json terms_json(const Breakdown& breakdown);
 /// The terms of a Breakdown as table rows: label, GiB, exact bytes, exact/allowance; with
 /// `derivation`, each term's formula and values on the line below it (what `explain` shows).
 std::string render_terms(const Breakdown& breakdown, bool with_total, bool derivation);
-/// "131.42 GiB  (141,107,412,992 B)"
-std::string bytes_cell(Bytes b);
 
 }  // namespace actmem
