@@ -23,13 +23,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// Bounds on what a config may say; beyond them it is a typo, not a model. They match
-// ModelSpec::validate() and keep every later product of sizes inside int64.
-constexpr int64_t kMaxDim = int64_t{1} << 24;
-constexpr int64_t kMaxLayers = 100000;
-constexpr int64_t kMaxVocab = int64_t{1} << 31;
-constexpr int64_t kMaxPositions = int64_t{1} << 31;
-constexpr int64_t kMaxExperts = int64_t{1} << 20;
+// Bounds on what a config may say: the same as ModelSpec::validate()'s (model_spec.h).
+using namespace limits;  // NOLINT: kMaxDim, kMaxLayers, ...
 
 /// One config value and its spellings across HF config classes; the first present one wins.
 struct Key {
@@ -348,7 +343,7 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
     if (ffn == 0) return r.error("missing required key 'intermediate_size' (the size of one expert)");
     moe.expert_ffn = ffn;
   } else {
-    auto expert_ffn = r.int_or(kMoeIntermediateSize, d.expert_ffn, 1, kMaxDim * 16);
+    auto expert_ffn = r.int_or(kMoeIntermediateSize, d.expert_ffn, 1, kMaxFfn);
     if (!expert_ffn) return expert_ffn.error();
     moe.expert_ffn = *expert_ffn;
   }
@@ -359,7 +354,7 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
     moe.normalize_topk = *normalize;
   }
   if (arch.moe == MoeStyle::kQwen2Moe) {
-    auto shared = r.int_or(kSharedExpertSize, d.shared_ffn, 0, kMaxDim * 16);
+    auto shared = r.int_or(kSharedExpertSize, d.shared_ffn, 0, kMaxFfn);
     if (!shared) return shared.error();
     moe.shared_ffn = *shared;
     moe.shared_expert_gate = *shared > 0;
@@ -468,7 +463,7 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   if (!max_positions) return max_positions.error();
   spec.max_positions = *max_positions;
 
-  auto ffn = r.optional_int(kIntermediateSize, 1, kMaxDim * 16);
+  auto ffn = r.optional_int(kIntermediateSize, 1, kMaxFfn);
   if (!ffn) return ffn.error();
   const int64_t dense_ffn = ffn->value_or(arch.default_ffn_multiple * spec.hidden);
 

@@ -11,9 +11,7 @@ int64_t ModelSpec::num_moe_layers() const {
 }
 
 namespace {
-// Sizes beyond these are typos, not models (the largest public configs are ~1e5 hidden, ~1e6 vocab).
-constexpr int64_t kMaxDim = int64_t{1} << 24;
-constexpr int64_t kMaxLayers = 100000;
+using namespace limits;  // NOLINT: the bounds this file checks against
 
 Expected<void> check_positive(const char* field, int64_t v, int64_t max) {
   if (v <= 0) return Error{fmt::format("{} must be a positive integer, got {}", field, v)};
@@ -31,7 +29,7 @@ Expected<void> ModelSpec::validate() const {
   const Field fields[] = {
       {"hidden_size", hidden, kMaxDim},          {"num_hidden_layers", num_layers, kMaxLayers},
       {"num_attention_heads", num_heads, kMaxDim}, {"num_key_value_heads", num_kv_heads, kMaxDim},
-      {"head_dim", head_dim, kMaxDim},           {"vocab_size", vocab, int64_t{1} << 31},
+      {"head_dim", head_dim, kMaxDim},           {"vocab_size", vocab, kMaxVocab},
   };
   for (const auto& f : fields)
     if (auto r = check_positive(f.name, f.value, f.max); !r) return r;
@@ -43,17 +41,17 @@ Expected<void> ModelSpec::validate() const {
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& l = layers[i];
     if (!l.moe)
-      if (auto r = check_positive("intermediate_size", l.ffn, kMaxDim * 16); !r) return r;
+      if (auto r = check_positive("intermediate_size", l.ffn, kMaxFfn); !r) return r;
     if (l.moe && !moe) return Error{fmt::format("layer {} is MoE but the model has no MoE fields", i)};
     if (l.sliding_window < 0) return Error{"sliding_window must be >= 0"};
   }
   if (moe) {
-    if (auto r = check_positive("num_experts", moe->num_experts, 1 << 20); !r) return r;
+    if (auto r = check_positive("num_experts", moe->num_experts, kMaxExperts); !r) return r;
     if (moe->experts_per_token > moe->num_experts)
       return Error{fmt::format("num_experts_per_tok ({}) exceeds the number of experts ({}); it must be <= {}",
                                moe->experts_per_token, moe->num_experts, moe->num_experts)};
     if (auto r = check_positive("num_experts_per_tok", moe->experts_per_token, moe->num_experts); !r) return r;
-    if (auto r = check_positive("moe_intermediate_size", moe->expert_ffn, kMaxDim * 16); !r) return r;
+    if (auto r = check_positive("moe_intermediate_size", moe->expert_ffn, kMaxFfn); !r) return r;
   }
   if (mla) {
     if (auto r = check_positive("kv_lora_rank", mla->kv_lora_rank, kMaxDim); !r) return r;

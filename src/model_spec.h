@@ -14,6 +14,18 @@
 
 namespace actmem {
 
+/// Bounds on what a model may say; beyond them it is a typo, not a model (the largest public
+/// configs are ~1e5 hidden, ~1e6 vocab). They keep every later product of sizes inside int64.
+/// The config reader and ModelSpec::validate() both check against these.
+namespace limits {
+constexpr int64_t kMaxDim = int64_t{1} << 24;      // hidden, heads, head_dim, ranks
+constexpr int64_t kMaxFfn = kMaxDim * 16;          // intermediate sizes
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxVocab = int64_t{1} << 31;
+constexpr int64_t kMaxPositions = int64_t{1} << 31;
+constexpr int64_t kMaxExperts = int64_t{1} << 20;
+}  // namespace limits
+
 enum class NormKind { kLayerNorm, kRMSNorm };
 
 /// The MLP's activation, as HF spells it in `hidden_act`; the spelling matters for activation
