@@ -5,8 +5,8 @@ actmem's `logits_grad` transient to it.
   /usr/bin/python3 validation/loss_transient.py --actmem build/actmem
 
 Saved-tensor hooks see what backward keeps, not what exists only for a moment; this measures the
-moment. torch.profiler(profile_memory=True) records each op's allocations; laying allocations at an
-op's start and frees at its end gives the allocation timeline, whose peak during one forward +
+moment. torch.profiler(profile_memory=True) records every allocation and free as its own event;
+replaying them in order gives the allocated-bytes curve, whose peak during one forward +
 backward of the LM head and loss is compared with what actmem counts there: the saved fp32
 log-softmax (in activations) plus the `logits_grad` transient. The caller holds the logits, as a
 loop that keeps `outputs` does. Ends with `N passed, M failed`.
@@ -46,17 +46,22 @@ def measured_peak(s, b, h, vocab, dtype):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         held = step()
     del held
-    points = []
-    for e in prof.events():
-        used = e.self_cpu_memory_usage
-        if used > 0:
-            points.append((e.time_range.start, used))
-        elif used < 0:
-            points.append((e.time_range.end, used))
-    points.sort(key=lambda p: p[0])
+    # Every allocation and free is an Allocation event (size > 0 or < 0) with its own timestamp, in
+    # the order the allocator saw them: replaying them gives the exact allocated-bytes curve.
+    events = []
+
+    def walk(node):
+        if str(node.tag).endswith("Allocation"):
+            events.append((node.start_time_ns, node.extra_fields.alloc_size))
+        for child in node.children:
+            walk(child)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    events.sort(key=lambda e: e[0])
     current = peak = 0
-    for _, used in points:
-        current += used
+    for _, size in events:
+        current += size
         peak = max(peak, current)
     return peak
 
