@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <string>
 
+#include <unistd.h>  // getpid
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -14,8 +16,10 @@ struct Result {
 };
 
 Result run(const std::string& args) {
+  // CTest runs each test in its own process, several at once: the pid keeps their files apart.
   static int n = 0;
-  const std::string err_path = ::testing::TempDir() + "actmem_cli_err_" + std::to_string(n++);
+  const std::string err_path =
+      ::testing::TempDir() + "actmem_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
   const std::string cmd = std::string(ACTMEM_BINARY) + " " + args + " 2>" + err_path;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
