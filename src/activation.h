@@ -1,6 +1,7 @@
 // Activation memory: the distinct storages the forward pass saves for backward, tensor by tensor,
 // as defined in shared/spec/activation-rules.md, under a framework's save rules, recomputation
-// and parallelism. Public entry point: estimate_activations().
+// and parallelism. The report types live here; the accounting is the engine's (engine.cc, op_graph.cc),
+// and estimate_activations() is a convenience over prepare() + explain().
 #pragma once
 
 #include <cstdint>
@@ -13,20 +14,10 @@
 #include "dtype.h"
 #include "expected.h"
 #include "model_spec.h"
+#include "options.h"
 #include "parallel.h"
 
 namespace actmem {
-
-enum class Framework { kHF, kMegatron };
-enum class AttentionImpl { kEager, kSdpa, kFlash };
-enum class Recompute { kNone, kSelective, kFull };
-
-Expected<Framework> parse_framework(const std::string& text);
-Expected<AttentionImpl> parse_attention(const std::string& text);
-Expected<Recompute> parse_recompute(const std::string& text);
-const char* framework_name(Framework f);
-const char* attention_name(AttentionImpl a);
-const char* recompute_name(Recompute r);
 
 struct ActivationOptions {
   int64_t seq_len = 0;     // s

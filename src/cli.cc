@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -10,12 +11,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "presets.h"
-#include "render.h"
+#include "actmem/actmem.h"
 #include "serve_cli.h"
 #include "spellcheck.h"
-#include "text_table.h"  // models listing, digit grouping
-#include "training.h"
+#include "text_table.h"  // models listing
 
 namespace actmem::cli {
 
@@ -88,34 +87,35 @@ Expected<int64_t> parse_count(const std::string& flag, const std::string& text) 
   return static_cast<int64_t>(v);
 }
 
-Expected<void> check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi) return Error{fmt::format("{} {} is out of range; use {}..{}", flag, v, lo, hi)};
-  return {};
+/// The CLI's spelling of a library option: seq_len -> --seq-len (zero_stage is --zero).
+std::string flag_of(const std::string& field) {
+  if (field == "zero_stage") return "--zero";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
-Expected<TrainingOptions> to_training_options(const TrainingFlags& f) {
-  TrainingOptions o;
-  struct Range {
-    const char* flag;
-    int64_t value, lo, hi;
-  };
-  const Range ranges[] = {
-      {"--seq-len", f.seq_len, 1, int64_t{1} << 24},  {"--micro-batch", f.micro_batch, 1, 1 << 20},
-      {"--dp", f.parallel.dp, 1, 1 << 20},            {"--tp", f.parallel.tp, 1, 1 << 14},
-      {"--pp", f.parallel.pp, 1, 1 << 14},            {"--vpp", f.parallel.vpp, 1, 1 << 10},
-      {"--cp", f.parallel.cp, 1, 1 << 14},            {"--ep", f.parallel.ep, 1, 1 << 14},
-      {"--num-micro-batches", f.parallel.num_micro_batches, 0, 1 << 20},
-      {"--zero", f.zero, 0, 3},
-  };
-  for (const auto& r : ranges)
-    if (auto c = check_range(r.flag, r.value, r.lo, r.hi); !c) return c.error();
+int fail(const Error& e) {
+  fmt::print(stderr, "actmem: {}\n", render_message(e.message, flag_of));
+  return 2;
+}
+
+struct TrainingInputs {
+  Workload workload;
+  Layout layout;
+};
+
+Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
+  TrainingInputs in;
+  auto& w = in.workload;
+  auto& l = in.layout;
   auto dtype = parse_dtype(f.dtype);
   auto weight = parse_dtype(f.weight_dtype);
   auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
-  auto framework = parse_framework(f.framework);
-  auto attention = parse_attention(f.attention);
-  auto recompute = parse_recompute(f.recompute);
-  auto optimizer = parse_optimizer(f.optimizer);
+  auto framework = kFrameworkNames.parse(f.framework);
+  auto attention = kAttentionNames.parse(f.attention);
+  auto recompute = kRecomputeNames.parse(f.recompute);
+  auto optimizer = kOptimizerNames.parse(f.optimizer);
   auto reserve = f.reserve == "0" ? Expected<Bytes>(Bytes{0}) : parse_size(f.reserve);
   if (!dtype) return Error{"--dtype: " + dtype.error().message};
   if (!weight) return Error{"--weight-dtype: " + weight.error().message};
@@ -125,80 +125,56 @@ Expected<TrainingOptions> to_training_options(const TrainingFlags& f) {
   if (!recompute) return recompute.error();
   if (!optimizer) return optimizer.error();
   if (!reserve) return Error{"--reserve: " + reserve.error().message};
-  for (const auto& [flag, t] : {std::pair{"--dtype", *dtype}, {"--weight-dtype", *weight}, {"--grad-dtype", *grad}})
-    if (t != DType::kBF16 && t != DType::kFP16 && t != DType::kFP32)
-      return Error{fmt::format("{} {}: training keeps bf16, fp16 or fp32 here; use one of those (quantized "
-                               "weights are for actmem serve)",
-                               flag, dtype_name(t))};
-  for (const auto& [flag, p] : {std::pair{"--hidden-dropout", f.hidden_dropout}, {"--attention-dropout", f.attention_dropout}})
-    if (p && !(*p >= 0.0 && *p < 1.0)) return Error{fmt::format("{} {} must be in [0, 1)", flag, *p)};
-  o.static_options.weight_dtype = *weight;
-  o.static_options.grad_dtype = *grad;
-  o.static_options.optimizer = *optimizer;
-  o.static_options.zero_stage = f.zero;
-  o.static_options.offload_optimizer = f.offload_optimizer;
-  o.static_options.parallel = f.parallel;
-  o.activation.seq_len = f.seq_len;
-  o.activation.micro_batch = f.micro_batch;
-  o.activation.dtype = *dtype;
-  o.activation.framework = *framework;
-  o.activation.attention = *attention;
-  o.activation.recompute = *recompute;
-  o.activation.recompute_layers = f.recompute_layers;
-  o.activation.checkpoint_every = f.checkpoint_every;
-  o.activation.hidden_dropout = f.hidden_dropout;
-  o.activation.attention_dropout = f.attention_dropout;
-  o.activation.parallel = f.parallel;
-  o.reserve = *reserve;
-  return o;
+  w.dtype = *dtype;
+  w.weight_dtype = *weight;
+  w.grad_dtype = *grad;
+  w.framework = *framework;
+  w.attention = *attention;
+  w.optimizer = *optimizer;
+  w.hidden_dropout = f.hidden_dropout;
+  w.attention_dropout = f.attention_dropout;
+  l.seq_len = f.seq_len;
+  l.micro_batch = f.micro_batch;
+  l.parallel = f.parallel;
+  l.recompute = *recompute;
+  l.recompute_layers = f.recompute_layers;
+  l.checkpoint_every = f.checkpoint_every;
+  l.zero_stage = f.zero;
+  l.offload_optimizer = f.offload_optimizer;
+  l.reserve = *reserve;
+  return in;
 }
 
 enum class TrainingOutput { kTable, kExplain };
 
 int run_training(const TrainingFlags& f, TrainingOutput output) {
-  auto options = to_training_options(f);
-  if (!options) {
-    fmt::print(stderr, "actmem: {}\n", options.error().message);
-    return 2;
-  }
-  TrainingRequest request;
-  request.options = *options;
-  Expected<TrainingEstimate> estimate = Error{""};
+  auto inputs = to_inputs(f);
+  if (!inputs) return fail(inputs.error());
+  if (auto ok = check_options(inputs->workload, inputs->layout); !ok) return fail(ok.error());
+  Expected<PreparedModel> prepared = Error{""};
   ModelSpec model;
   if (!f.params.empty()) {
-    if (f.model_option && f.model_option->count() > 0) {
-      fmt::print(stderr, "actmem: --params and --model both describe the model; give one (--params for static memory "
-                         "only, --model for everything)\n");
-      return 2;
-    }
+    if (f.model_option && f.model_option->count() > 0)
+      return fail(Error{"--params and --model both describe the model; give one (--params for static memory only, "
+                        "--model for everything)"});
     auto n = parse_count("--params", f.params);
-    if (!n) {
-      fmt::print(stderr, "actmem: {}\n", n.error().message);
-      return 2;
-    }
-    request.model_name = fmt::format("--params {}", group_digits(*n));
-    estimate = estimate_training_params_only(*n, *options);
+    if (!n) return fail(n.error());
+    prepared = prepare_params_only(*n, inputs->workload);
   } else {
     auto loaded = load_model(f.model);
-    if (!loaded) {
-      fmt::print(stderr, "actmem: {}\n", loaded.error().message);
-      return 2;
-    }
-    model = std::move(loaded.value());
-    request.model_name = f.model;
-    request.model = &model;
-    estimate = estimate_training(model, *options);
+    if (!loaded) return fail(loaded.error());
+    loaded->name = f.model;
+    prepared = prepare(*loaded, inputs->workload);
   }
-  if (!estimate) {
-    fmt::print(stderr, "actmem: {}\n", estimate.error().message);
-    return 2;
-  }
+  if (!prepared) return fail(prepared.error());
+  auto report = explain(*prepared, inputs->layout);
+  if (!report) return fail(report.error());
   if (f.json) {
-    fmt::print("{}\n", training_json(request, *estimate).dump(2));
+    fmt::print("{}\n", report_json(*report).dump(2));
   } else if (output == TrainingOutput::kExplain) {
-    fmt::print("{}", render_training_explain(request, *estimate));
+    fmt::print("{}", render_explain(*report));
   } else {
-    fmt::print("{}", render_training_table(request, *estimate));
+    fmt::print("{}", render_table(*report));
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/actmem.h"
 #include "text_table.h"
 
 namespace actmem {
@@ -14,9 +15,10 @@ nlohmann::json shape_json(const std::vector<Factor>& shape) {
   return arr;
 }
 
-std::string header(const TrainingRequest& r) {
-  const auto& o = r.options;
-  const auto& p = o.static_options.parallel;
+std::string header(const Report& r) {
+  const auto& w = r.workload;
+  const auto& l = r.layout;
+  const auto& p = l.parallel;
   std::string out;
   if (r.model)
     out += fmt::format("Model      {} (model_type {}: L={} h={} a={} kv={} d={} V={})\n", r.model_name,
@@ -26,12 +28,11 @@ std::string header(const TrainingRequest& r) {
     out += fmt::format("Model      {}\n", r.model_name);
   if (r.model)
     out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
-                       o.activation.seq_len, o.activation.micro_batch, dtype_name(o.activation.dtype),
-                       framework_name(o.activation.framework), attention_name(o.activation.attention),
-                       recompute_name(o.activation.recompute));
-  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}\n", dtype_name(o.static_options.weight_dtype),
-                     dtype_name(o.static_options.grad_dtype), optimizer_name(o.static_options.optimizer),
-                     o.static_options.zero_stage, o.static_options.offload_optimizer ? ", optimizer offloaded" : "");
+                       l.seq_len, l.micro_batch, dtype_name(w.dtype), kFrameworkNames.name(w.framework),
+                       kAttentionNames.name(w.attention), kRecomputeNames.name(l.recompute));
+  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}\n", dtype_name(w.weight_dtype),
+                     dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer), l.zero_stage,
+                     l.offload_optimizer ? ", optimizer offloaded" : "");
   out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
                      p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "", p.cp, p.ep,
                      p.num_micro_batches > 0 ? fmt::format(", {} micro-batches", p.num_micro_batches) : "");
@@ -75,9 +76,11 @@ nlohmann::json term_json(const Term& t) {
   return j;
 }
 
-nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e) {
-  const auto& o = r.options;
-  const auto& p = o.static_options.parallel;
+nlohmann::json report_json(const Report& r) {
+  const auto& e = r.estimate;
+  const auto& w = r.workload;
+  const auto& l = r.layout;
+  const auto& p = l.parallel;
   nlohmann::json j;
   j["model"] = {{"name", r.model_name}};
   if (r.model) {
@@ -85,20 +88,20 @@ nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e
     j["model"]["num_layers"] = r.model->num_layers;
     j["model"]["hidden_size"] = r.model->hidden;
   }
-  j["inputs"] = {{"seq_len", o.activation.seq_len},
-                 {"micro_batch", o.activation.micro_batch},
-                 {"dtype", dtype_name(o.activation.dtype)},
-                 {"framework", framework_name(o.activation.framework)},
-                 {"attention", attention_name(o.activation.attention)},
-                 {"recompute", recompute_name(o.activation.recompute)},
-                 {"weight_dtype", dtype_name(o.static_options.weight_dtype)},
-                 {"grad_dtype", dtype_name(o.static_options.grad_dtype)},
-                 {"optimizer", optimizer_name(o.static_options.optimizer)},
-                 {"zero", o.static_options.zero_stage},
-                 {"offload_optimizer", o.static_options.offload_optimizer},
+  j["inputs"] = {{"seq_len", l.seq_len},
+                 {"micro_batch", l.micro_batch},
+                 {"dtype", dtype_name(w.dtype)},
+                 {"framework", kFrameworkNames.name(w.framework)},
+                 {"attention", kAttentionNames.name(w.attention)},
+                 {"recompute", kRecomputeNames.name(l.recompute)},
+                 {"weight_dtype", dtype_name(w.weight_dtype)},
+                 {"grad_dtype", dtype_name(w.grad_dtype)},
+                 {"optimizer", kOptimizerNames.name(w.optimizer)},
+                 {"zero", l.zero_stage},
+                 {"offload_optimizer", l.offload_optimizer},
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
-                 {"reserve_bytes", o.reserve.count()}};
+                 {"reserve_bytes", l.reserve.count()}};
   j["params"] = {{"total", e.params.total()},
                  {"active", e.params.active()},
                  {"non_embedding", e.params.non_embedding()},
@@ -115,7 +118,7 @@ nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e
                  {"static_bytes", e.static_memory.total().count()},
                  {"activations_bytes", activations.count()},
                  {"transient_bytes", transient ? transient->bytes.count() : 0},
-                 {"reserve_bytes", o.reserve.count()},
+                 {"reserve_bytes", l.reserve.count()},
                  {"total_bytes", e.total().count()},
                  {"pipeline_stage", e.static_memory.stage.stage},
                  {"terms", terms_json(e.memory)}};
@@ -157,7 +160,8 @@ nlohmann::json training_json(const TrainingRequest& r, const TrainingEstimate& e
   return j;
 }
 
-std::string render_training_table(const TrainingRequest& r, const TrainingEstimate& e) {
+std::string render_table(const Report& r) {
+  const auto& e = r.estimate;
   std::string out = header(r);
 
   TextTable params;
@@ -232,7 +236,8 @@ std::string render_training_table(const TrainingRequest& r, const TrainingEstima
   return out;
 }
 
-std::string render_training_explain(const TrainingRequest& r, const TrainingEstimate& e) {
+std::string render_explain(const Report& r) {
+  const auto& e = r.estimate;
   std::string out = header(r);
   auto sizes = [](Bytes b) { return fmt::format("{} B ({}, {})", group_digits(b.count()), format_binary(b), format_decimal(b)); };
   auto explain = [&](const Breakdown& b) {

@@ -1,5 +1,5 @@
-// Renderers for a training estimate: a readable table, stable JSON, and `explain` (every term's
-// formula, values and bytes). Renderers only print what the Breakdown holds; they compute nothing.
+// Renderers for a training report: a readable table, stable JSON, and `explain` (every term's
+// formula, values and bytes). Renderers only print what the report holds; they compute nothing.
 #pragma once
 
 #include <string>
@@ -8,26 +8,11 @@
 
 #include "breakdown.h"
 #include "model_spec.h"
-#include "training.h"
 
 namespace actmem {
 
-/// What was asked, for headers and the JSON `inputs` object.
-struct TrainingRequest {
-  std::string model_name;              // preset or path, or "--params N"
-  const ModelSpec* model = nullptr;    // null for --params
-  TrainingOptions options;
-};
-
-/// JSON with stable keys: params.*, memory.*_bytes, activations.{per_layer_bytes, total_bytes,
-/// in_flight_bytes, tensors[]}, transients[], notes[].
-nlohmann::json training_json(const TrainingRequest& request, const TrainingEstimate& estimate);
-
-/// The default human-readable report.
-std::string render_training_table(const TrainingRequest& request, const TrainingEstimate& estimate);
-
-/// `actmem explain`: each term as `label: formula = substituted = bytes`, as the seed cards derive.
-std::string render_training_explain(const TrainingRequest& request, const TrainingEstimate& estimate);
+// report_json(), render_table() and render_explain() of a training Report are declared in the
+// public header (actmem/actmem.h).
 
 /// A Term as JSON: {key, label, formula, substituted, bytes, exact, note}.
 nlohmann::json term_json(const Term& term);

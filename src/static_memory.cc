@@ -10,32 +10,19 @@
 namespace actmem {
 
 namespace {
-struct OptimizerRow {
-  Optimizer optimizer;
-  const char* name;
-};
-constexpr OptimizerRow kOptimizers[] = {
-    {Optimizer::kAdamW, "adamw"},
-    {Optimizer::kAdamW8bit, "adamw-8bit"},
-    {Optimizer::kSGD, "sgd"},
-};
-
 // bitsandbytes' 8-bit Adam quantizes each moment blockwise (2048 values per block) with one fp32
 // absmax per block: Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization".
 constexpr double kAdam8bitBlock = 2048.0;
+
+// ZeRO shards a part over `group` ranks with equal (padded) partitions.
+int64_t shard(int64_t n, int64_t group) { return ceil_div(n, group); }
+
+Bytes bytes_of(int64_t params, double bytes_each) {
+  const double b = std::ceil(static_cast<double>(params) * bytes_each);
+  if (b > 9.0e18) throw OverflowError("static memory overflowed int64");
+  return Bytes{static_cast<int64_t>(b)};
+}
 }  // namespace
-
-Expected<Optimizer> parse_optimizer(const std::string& text) {
-  for (const auto& row : kOptimizers)
-    if (text == row.name) return row.optimizer;
-  return Error{fmt::format("--optimizer '{}' is unknown; use adamw, adamw-8bit or sgd", text)};
-}
-
-const char* optimizer_name(Optimizer o) {
-  for (const auto& row : kOptimizers)
-    if (row.optimizer == o) return row.name;
-  return "?";
-}
 
 BytesPerParam bytes_per_param(const StaticOptions& options) {
   BytesPerParam b;
@@ -92,29 +79,77 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
       st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
       st.expert = checked_add(st.expert, expert);
     }
-    // Megatron places the embedding on the first stage and the LM head (a second copy of the
-    // embedding when tied and pp > 1) with the final norm on the last stage.
-    if (s == 0) st.dense = checked_add(st.dense, ceil_div(counts.embedding, tp));
-    if (s == pp - 1) {
-      int64_t head = counts.lm_head;
-      if (head == 0 && pp > 1) head = counts.embedding;  // tied: the last stage keeps its own copy
-      st.dense = checked_add(st.dense, ceil_div(head, tp) + counts.lm_head_bias + counts.final_norm);
-    }
+    add_embedding_and_head(st, counts, tp, pp);
     stages.push_back(st);
   }
   return stages;
 }
 
-namespace {
-// ZeRO shards a part over `group` ranks with equal (padded) partitions.
-int64_t shard(int64_t n, int64_t group) { return ceil_div(n, group); }
-
-Bytes bytes_of(int64_t params, double bytes_each) {
-  const double b = std::ceil(static_cast<double>(params) * bytes_each);
-  if (b > 9.0e18) throw OverflowError("static memory overflowed int64");
-  return Bytes{static_cast<int64_t>(b)};
+void add_embedding_and_head(StageParams& st, const ParamCounts& counts, int64_t tp, int64_t pp) {
+  // Megatron places the embedding on the first stage and the LM head (a second copy of the
+  // embedding when tied and pp > 1) with the final norm on the last stage.
+  if (st.stage == 0) st.dense = checked_add(st.dense, ceil_div(counts.embedding, tp));
+  if (st.stage == pp - 1) {
+    int64_t head = counts.lm_head;
+    if (head == 0 && pp > 1) head = counts.embedding;  // tied: the last stage keeps its own copy
+    st.dense = checked_add(st.dense, ceil_div(head, tp) + counts.lm_head_bias + counts.final_norm);
+  }
 }
-}  // namespace
+
+StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, int z, bool offload,
+                               const ParallelLayout& par) {
+  const int64_t dp = par.dp;
+  const int64_t expert_dp = std::max<int64_t>(dp / std::max<int64_t>(par.ep, 1), 1);
+  // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it.
+  auto part = [&](int stage_needed, double bytes_each) {
+    const int64_t dense = z >= stage_needed ? shard(st.dense, dp) : st.dense;
+    const int64_t expert = z >= stage_needed ? shard(st.expert, expert_dp) : st.expert;
+    return bytes_of(dense, bytes_each) + bytes_of(expert, bytes_each);
+  };
+  StageStatic m;
+  m.weights = part(3, per.weights);
+  m.gradients = part(2, per.gradients);
+  const Bytes optimizer = part(1, per.optimizer);
+  if (offload)
+    m.cpu_optimizer = optimizer;
+  else
+    m.optimizer = optimizer;
+  return m;
+}
+
+void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options) {
+  const auto& par = options.parallel;
+  const int64_t dp = par.dp;
+  const int z = options.zero_stage;
+  auto sharding = [&](int stage_needed) {
+    std::string s;
+    if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
+    if (par.pp > 1) s += fmt::format(", stage {} of {}", m.stage.stage + 1, par.pp);  // 1-based for people
+    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp);
+    return s;
+  };
+  auto term = [&](const char* key, const std::string& label, double bytes_each, std::string each_formula,
+                  Bytes bytes, int stage_needed) {
+    Term t;
+    t.key = key;
+    t.label = label;
+    t.formula = fmt::format("Ψ_gpu · {}", each_formula);
+    t.substituted = fmt::format("{} params{} × {} B", group_digits(m.stage.total()), sharding(stage_needed), bytes_each);
+    t.bytes = bytes;
+    return t;
+  };
+  m.breakdown.title = "Static memory per GPU (parameters only)";
+  m.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(options.weight_dtype)), per.weights,
+                          fmt::format("{}", per.weights), m.weights, 3));
+  m.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(options.grad_dtype)), per.gradients,
+                          fmt::format("{}", per.gradients), m.gradients, 2));
+  m.breakdown.add(term("optimizer",
+                          fmt::format("Optimizer state ({}{})", kOptimizerNames.name(options.optimizer),
+                                      options.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
+                          per.optimizer, "(" + per.optimizer_formula + ")", m.optimizer, 1));
+  if (options.offload_optimizer)
+    m.breakdown.terms.back().note = fmt::format("{} in host memory", format_binary(m.cpu_optimizer));
+}
 
 Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
                                              std::optional<int64_t> only_stage) {
@@ -132,8 +167,6 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
                              counts.layers.size())};
   try {
     const BytesPerParam per = bytes_per_param(options);
-    const int64_t dp = par.dp;
-    const int64_t expert_dp = std::max<int64_t>(dp / std::max<int64_t>(par.ep, 1), 1);
     const int z = options.zero_stage;
 
     StaticMemory best;
@@ -142,55 +175,19 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
     bool first = true;
     for (const auto& st : stages) {
       if (only_stage && st.stage != *only_stage) continue;
-      // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it.
-      auto part = [&](int stage_needed, double bytes_each) {
-        const int64_t dense = z >= stage_needed ? shard(st.dense, dp) : st.dense;
-        const int64_t expert = z >= stage_needed ? shard(st.expert, expert_dp) : st.expert;
-        return bytes_of(dense, bytes_each) + bytes_of(expert, bytes_each);
-      };
+      const StageStatic bytes = stage_static_bytes(st, per, z, options.offload_optimizer, par);
       StaticMemory m;
       m.stage = st;
       m.num_stages = best.num_stages;
-      m.weights = part(3, per.weights);
-      m.gradients = part(2, per.gradients);
-      const Bytes optimizer = part(1, per.optimizer);
-      if (options.offload_optimizer) {
-        m.cpu_optimizer = optimizer;
-      } else {
-        m.optimizer = optimizer;
-      }
+      m.weights = bytes.weights;
+      m.gradients = bytes.gradients;
+      m.optimizer = bytes.optimizer;
+      m.cpu_optimizer = bytes.cpu_optimizer;
       if (first || m.total() > best.total()) best = m;
       first = false;
     }
 
-    auto sharding = [&](int stage_needed) {
-      std::string s;
-      if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
-      if (par.pp > 1) s += fmt::format(", stage {} of {}", best.stage.stage + 1, par.pp);  // 1-based for people
-      if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp);
-      return s;
-    };
-    auto term = [&](const char* key, const std::string& label, double bytes_each, std::string each_formula,
-                    Bytes bytes, int stage_needed) {
-      Term t;
-      t.key = key;
-      t.label = label;
-      t.formula = fmt::format("Ψ_gpu · {}", each_formula);
-      t.substituted = fmt::format("{} params{} × {} B", group_digits(best.stage.total()), sharding(stage_needed), bytes_each);
-      t.bytes = bytes;
-      return t;
-    };
-    best.breakdown.title = "Static memory per GPU (parameters only)";
-    best.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(options.weight_dtype)), per.weights,
-                            fmt::format("{}", per.weights), best.weights, 3));
-    best.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(options.grad_dtype)), per.gradients,
-                            fmt::format("{}", per.gradients), best.gradients, 2));
-    best.breakdown.add(term("optimizer",
-                            fmt::format("Optimizer state ({}{})", optimizer_name(options.optimizer),
-                                        options.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
-                            per.optimizer, "(" + per.optimizer_formula + ")", best.optimizer, 1));
-    if (options.offload_optimizer)
-      best.breakdown.terms.back().note = fmt::format("{} in host memory", format_binary(best.cpu_optimizer));
+    describe_static(best, per, options);
     return best;
   } catch (const OverflowError&) {
     return Error{"static memory overflowed 64-bit arithmetic; the parameter count is absurd"};

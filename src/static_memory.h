@@ -10,15 +10,12 @@
 #include "breakdown.h"
 #include "dtype.h"
 #include "expected.h"
+#include "options.h"
 #include "parallel.h"
 #include "params.h"
 
 namespace actmem {
 
-enum class Optimizer { kAdamW, kAdamW8bit, kSGD };
-
-Expected<Optimizer> parse_optimizer(const std::string& text);
-const char* optimizer_name(Optimizer o);
 
 struct StaticOptions {
   DType weight_dtype = DType::kBF16;
@@ -53,6 +50,22 @@ struct StageParams {
 /// (Megatron requires an even split unless told otherwise; uneven splits are shown as such).
 std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelLayout& layout);
 
+/// Adds what a stage holds besides its layers: the embedding on the first stage, the LM head (a
+/// second copy of a tied embedding when pp > 1), its bias and the final norm on the last.
+void add_embedding_and_head(StageParams& stage, const ParamCounts& counts, int64_t tp, int64_t pp);
+
+/// Bytes per GPU of one stage's parameters: each part sharded over the data-parallel group (routed
+/// experts over dp/ep) once ZeRO reaches it (optimizer at stage 1, gradients at 2, weights at 3).
+struct StageStatic {
+  Bytes weights;
+  Bytes gradients;
+  Bytes optimizer;      // on the GPU
+  Bytes cpu_optimizer;  // offloaded to host memory
+  Bytes total() const { return weights + gradients + optimizer; }
+};
+StageStatic stage_static_bytes(const StageParams& stage, const BytesPerParam& per, int zero_stage, bool offload,
+                               const ParallelLayout& parallel);
+
 struct StaticMemory {
   StageParams stage;        // the most loaded stage (largest static bytes per GPU)
   int64_t num_stages = 1;
@@ -63,6 +76,9 @@ struct StaticMemory {
   Bytes total() const { return weights + gradients + optimizer; }
   Breakdown breakdown;      // the terms above with formulas
 };
+
+/// Fills m.breakdown: the weights, gradients and optimizer terms with their formulas and values.
+void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options);
 
 /// Example: 7.5e9 params, ZeRO-3 over 64 GPUs, mixed AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
 /// With pp > 1 this is the most loaded stage; `stage` picks one stage instead.

@@ -99,7 +99,7 @@ TEST(Training, ImpossibleLayoutIsAnErrorNamingTheFlag) {
   o.static_options.parallel.tp = 3;
   auto e = estimate_training(model, o);
   ASSERT_FALSE(e.has_value());
-  EXPECT_NE(e.error().message.find("--tp"), std::string::npos) << e.error().message;
+  EXPECT_NE(e.error().message.find("@tp"), std::string::npos) << e.error().message;
 }
 
 TEST(Training, AbsurdSizesOverflowIntoAnError) {
