@@ -62,7 +62,7 @@ int64_t mlp_weights(const ModelSpec& m, int64_t ffn) {
 
 int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
   // K/V split by heads: each rank keeps max(1, kv/tp) heads' worth.
-  const int64_t kv = kv_heads > 0 ? checked_mul(kv_projection / kv_heads, ceil_div(kv_heads, tp)) : 0;
+  const int64_t kv = kv_heads > 0 ? checked_mul(kv_projection / kv_heads, kv_heads_per_rank(kv_heads, tp)) : 0;
   return checked_add(checked_add(ceil_div(attention, tp), kv),
                      checked_add(checked_add(ceil_div(dense_mlp, tp), ceil_div(shared_experts, tp)),
                                  checked_add(replicated, ceil_div(ceil_div(routed_experts, ep), tp))));

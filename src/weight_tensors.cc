@@ -12,7 +12,7 @@ int64_t WeightTensor::rank_rows(int64_t tp) const {
     case WeightShard::kVocab:
       return ceil_div(rows, tp);
     case WeightShard::kKvHeads:
-      return std::max<int64_t>(1, heads / tp) * (rows / heads);
+      return kv_heads_per_rank(heads, tp) * (rows / heads);
     default:
       return rows;
   }
