@@ -13,9 +13,10 @@
 namespace actmem {
 namespace {
 
-// Serving counts weights tensor by tensor (for quantization scales); training counts them by how
-// they shard (params.cc). The two are independent derivations from the same shapes and must agree
-// on every preset, whole and per TP rank.
+// Serving counts weights tensor by tensor (for quantization scales); training sums the same tensors
+// into sharding buckets (params.cc). The totals agree by construction (the published totals in
+// params_test.cc check the shapes); per TP rank, LayerParams::per_rank must agree with each tensor's
+// rank_rows × rank_cols, which is the bucketing being checked.
 TEST(WeightTensors, AgreeWithParameterCountsOnEveryPreset) {
   for (const auto& p : list_presets()) {
     const ModelSpec m = load_preset(p.name).value();
