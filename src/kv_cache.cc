@@ -61,7 +61,7 @@ Expected<PerLayerFactors> per_layer_factors(const ModelSpec& model, const KvCach
                              "pick a TP that divides {} or a multiple of it",
                              tp, kv, kv)};
   // kv < tp: each rank keeps one KV head (vLLM replicates them tp/kv times).
-  const int64_t heads = std::max<int64_t>(1, kv / tp);
+  const int64_t heads = model.kv_heads_per_rank(tp);
   std::string heads_symbol = tp == 1 ? "kv" : (kv >= tp ? "(kv/tp)" : "1");
   return PerLayerFactors{{{"2", 2}, {heads_symbol, heads}, {"d", model.head_dim}}, 2 * heads * model.head_dim};
 }

@@ -67,6 +67,11 @@ struct LayerSpec {
   int64_t sliding_window = 0;  // 0 = global attention; else the window in tokens
 };
 
+/// KV heads one tensor-parallel rank holds: kv/tp, and at least one (when kv < tp each rank keeps
+/// one head, replicated tp/kv times, as vLLM and TransformerEngine do). Layouts are validated so that
+/// kv % tp == 0 or tp % kv == 0. Example: kv_heads_per_rank(8, 4) == 2, kv_heads_per_rank(8, 16) == 1.
+inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tp) { return kv_heads >= tp ? kv_heads / tp : 1; }
+
 struct ModelSpec {
   std::string name;        // preset name or config path, for display
   std::string model_type;  // HF model_type ("llama", "gpt2", ...)
@@ -115,6 +120,8 @@ struct ModelSpec {
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
   int64_t v_dim() const { return mla ? num_heads * mla->v_head_dim : num_kv_heads * head_dim; }
   int64_t attn_out_dim() const { return mla ? num_heads * mla->v_head_dim : num_heads * head_dim; }
+  /// KV heads per TP rank (see the free function). Example: Llama-3-70B (kv 8) at tp 16 keeps 1.
+  int64_t kv_heads_per_rank(int64_t tp) const { return actmem::kv_heads_per_rank(num_kv_heads, tp); }
   int64_t num_moe_layers() const;
   bool is_moe() const { return moe.has_value() && num_moe_layers() > 0; }
 

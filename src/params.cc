@@ -1,68 +1,51 @@
 #include "params.h"
 
+#include <stdexcept>
+
 #include "bytes.h"  // checked_mul, checked_add: counts of absurd configs must not wrap
+#include "weight_tensors.h"
 
 namespace actmem {
 
 namespace {
 
-int64_t mul(std::initializer_list<int64_t> factors) {
-  int64_t r = 1;
-  for (int64_t f : factors) r = checked_mul(r, f);
-  return r;
+/// The LayerParams bucket of one layer tensor: how it shards decides, and for what TP splits, the
+/// part it belongs to. Routed experts are their own bucket whatever their shard (EP splits them).
+int64_t LayerParams::*bucket(const WeightTensor& t) {
+  if (t.part == WeightPart::kRoutedExperts) return &LayerParams::routed_experts;
+  switch (t.shard) {
+    case WeightShard::kReplicated: return &LayerParams::replicated;  // norms, router, MLA down-projections,
+                                                                      // row-parallel biases
+    case WeightShard::kKvHeads: return &LayerParams::kv_projection;
+    case WeightShard::kColumn:
+    case WeightShard::kRow:
+    case WeightShard::kVocab: break;
+  }
+  switch (t.part) {
+    case WeightPart::kAttention: return &LayerParams::attention;
+    case WeightPart::kMlp: return &LayerParams::dense_mlp;
+    case WeightPart::kSharedExperts: return &LayerParams::shared_experts;
+    default: break;
+  }
+  // A new TP-split tensor kind needs a bucket here; counting it anywhere else would be a wrong number.
+  throw std::logic_error("weight tensor '" + t.name + "' is split by TP but has no parameter bucket");
 }
 
-/// One norm over `width` features: a weight, plus a bias for LayerNorm with bias.
-int64_t norm_params(const ModelSpec& m, int64_t width) { return m.norm_bias ? mul({2, width}) : width; }
-
-/// Attention weights of one layer (shapes as in the HF modeling files). Fused projections
-/// (GPT-2 c_attn, NeoX query_key_value, Phi-3 qkv_proj) hold the same elements as separate ones.
-void count_attention(const ModelSpec& m, LayerParams& p) {
-  const int64_t h = m.hidden;
-  if (m.mla) {
-    // DeepSeek-V3 (modeling_deepseek_v3.py): the down-projections and their norms are small and
-    // replicated under TP; the up-projections and o_proj are split by heads.
-    const MlaSpec& a = *m.mla;
-    const int64_t heads = m.num_heads;
-    if (a.q_lora_rank > 0) {
-      p.replicated = checked_add(p.replicated, mul({h, a.q_lora_rank}));          // q_a_proj
-      p.replicated = checked_add(p.replicated, a.q_lora_rank);                   // q_a_layernorm
-      p.attention = checked_add(p.attention, mul({a.q_lora_rank, heads, a.qk_head_dim()}));  // q_b_proj
-    } else {
-      p.attention = checked_add(p.attention, mul({h, heads, a.qk_head_dim()}));  // q_proj
-    }
-    p.replicated = checked_add(p.replicated, mul({h, checked_add(a.kv_lora_rank, a.qk_rope_head_dim)}));
-    p.replicated = checked_add(p.replicated, a.kv_lora_rank);  // kv_a_layernorm
-    p.attention = checked_add(p.attention,
-                              mul({a.kv_lora_rank, heads, checked_add(a.qk_nope_head_dim, a.v_head_dim)}));
-    p.attention = checked_add(p.attention, mul({heads, a.v_head_dim, h}));  // o_proj
-    return;
+LayerParams layer_params(const ModelSpec& m, const LayerSpec& spec) {
+  LayerParams p;
+  for (const WeightTensor& t : layer_weight_tensors(m, spec)) {
+    int64_t& field = p.*bucket(t);
+    field = checked_add(field, checked_mul(t.numel(), t.count));
+    if (t.shard == WeightShard::kKvHeads) p.kv_heads = t.heads;
   }
-  const int64_t kv_out = checked_add(m.kv_dim(), m.v_dim());
-  p.attention = checked_add(mul({h, m.q_dim()}), mul({m.attn_out_dim(), h}));
-  p.kv_projection = mul({h, kv_out});
-  p.kv_heads = m.num_kv_heads;
-  if (m.qkv_bias) {  // column-parallel: split with the weight
-    p.attention = checked_add(p.attention, m.q_dim());
-    p.kv_projection = checked_add(p.kv_projection, kv_out);
-  }
-  if (m.o_bias) p.replicated = checked_add(p.replicated, h);        // row-parallel: added after the reduce
-  if (m.qk_norm) p.replicated = checked_add(p.replicated, mul({2, m.head_dim}));  // q_norm, k_norm
-}
-
-/// An MLP of intermediate size `ffn`: weights, and the column-parallel biases (up/gate).
-int64_t mlp_weights(const ModelSpec& m, int64_t ffn) {
-  const int64_t matrices = m.gated_mlp ? 3 : 2;
-  int64_t n = mul({matrices, m.hidden, ffn});
-  if (m.mlp_bias) n = checked_add(n, mul({matrices - 1, ffn}));
-  return n;
+  return p;
 }
 
 }  // namespace
 
 int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
   // K/V split by heads: each rank keeps max(1, kv/tp) heads' worth.
-  const int64_t kv = kv_heads > 0 ? checked_mul(kv_projection / kv_heads, ceil_div(kv_heads, tp)) : 0;
+  const int64_t kv = kv_heads > 0 ? checked_mul(kv_projection / kv_heads, kv_heads_per_rank(kv_heads, tp)) : 0;
   return checked_add(checked_add(ceil_div(attention, tp), kv),
                      checked_add(checked_add(ceil_div(dense_mlp, tp), ceil_div(shared_experts, tp)),
                                  checked_add(replicated, ceil_div(ceil_div(routed_experts, ep), tp))));
@@ -87,36 +70,28 @@ int64_t ParamCounts::active() const {
 
 ParamCounts count_params(const ModelSpec& m) {
   ParamCounts c;
-  const int64_t h = m.hidden;
-  c.embedding = mul({m.vocab, h});
-  if (m.learned_positions) c.embedding = checked_add(c.embedding, mul({m.max_positions, h}));
-  c.lm_head = m.tied_embeddings ? 0 : mul({m.vocab, h});
-  c.lm_head_bias = m.lm_head_bias ? m.vocab : 0;
-  c.final_norm = norm_params(m, h);
-
-  const int norms_per_layer = m.sandwich_norms ? 4 : 2;
+  for (const WeightTensor& t : embedding_weight_tensors(m))
+    c.embedding = checked_add(c.embedding, checked_mul(t.numel(), t.count));
+  for (const WeightTensor& t : head_weight_tensors(m)) {
+    int64_t& field = t.part == WeightPart::kFinalNorm ? c.final_norm
+                     : t.role == WeightRole::kBias    ? c.lm_head_bias
+                                                      : c.lm_head;
+    field = checked_add(field, checked_mul(t.numel(), t.count));
+  }
   if (m.moe) {
-    const MoeSpec& e = *m.moe;
-    c.routed_active_per_layer = mul({e.experts_per_token, 3, h, e.expert_ffn});
+    // k experts' worth of one MoE layer: one expert's tensors (count E) taken k times.
+    for (const WeightTensor& t : layer_weight_tensors(m, LayerSpec{.moe = true}))
+      if (t.part == WeightPart::kRoutedExperts)
+        c.routed_active_per_layer =
+            checked_add(c.routed_active_per_layer, checked_mul(t.numel(), m.moe->experts_per_token));
   }
   c.layers.reserve(m.layers.size());
+  const LayerSpec* previous = nullptr;
   for (const LayerSpec& spec : m.layers) {
-    LayerParams p;
-    count_attention(m, p);
-    p.replicated = checked_add(p.replicated, mul({norms_per_layer, norm_params(m, h)}));
-    if (spec.moe && m.moe) {
-      // Routed experts are gated MLPs (w1/w2/w3) without biases in every supported MoE family.
-      const MoeSpec& e = *m.moe;
-      p.routed_experts = mul({e.num_experts, 3, h, e.expert_ffn});
-      p.replicated = checked_add(p.replicated, mul({e.num_experts, h}));  // router
-      if (e.router_bias) p.replicated = checked_add(p.replicated, e.num_experts);
-      if (e.shared_ffn > 0) p.shared_experts = mul({3, h, e.shared_ffn});
-      if (e.shared_expert_gate) p.replicated = checked_add(p.replicated, h);  // Linear(h, 1)
-    } else {
-      p.dense_mlp = mlp_weights(m, spec.ffn);
-      if (m.mlp_bias) p.replicated = checked_add(p.replicated, h);  // down-projection bias, row-parallel
-    }
-    c.layers.push_back(p);
+    // Runs of layers share a shape (their weights differ only by moe and the dense ffn): built once.
+    const bool same = previous && previous->moe == spec.moe && (spec.moe || previous->ffn == spec.ffn);
+    c.layers.push_back(same ? c.layers.back() : layer_params(m, spec));
+    previous = &spec;
   }
   return c;
 }

@@ -1,5 +1,6 @@
 // Exact parameter counts from shapes (no rounding, no rules of thumb), split the way
 // sharding needs them: what tensor parallelism splits, what stays replicated, what is an expert.
+// The shapes are weight_tensors.h's; this file only sums them into buckets.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,8 @@ struct ParamCounts {
   int64_t active() const;
 };
 
+/// Sums weight_tensors.h's tensors by bucket: routed experts; else replicated (kReplicated shard),
+/// kv_projection (kKvHeads); else attention, dense_mlp or shared_experts by the tensor's part.
 /// Example: count_params(llama_2_70b).total() == 68'976'648'192.
 ParamCounts count_params(const ModelSpec& model);
 

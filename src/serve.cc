@@ -160,7 +160,7 @@ Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64
     attn.push_back({{"T", T}, {"(a/tp)·(d_nope+d_rope+d_v)", a_r * (mla.qk_head_dim() + mla.v_head_dim)}, ef});
     attn.push_back({Pf, {"(a/tp)·d_v", a_r * mla.v_head_dim}, ef});
   } else {
-    const int64_t kv_r = std::max<int64_t>(1, m.num_kv_heads / tp);
+    const int64_t kv_r = m.kv_heads_per_rank(tp);
     attn.push_back({Pf, {"(a/tp)·d", a_r * m.head_dim}, ef});
     attn.push_back({{"2", 2}, Pf, {"(kv/tp)·d", kv_r * m.head_dim}, ef});
     attn.push_back({Pf, {"(a/tp)·d", a_r * m.head_dim}, ef});
