@@ -11,7 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "text_table.h"  // group_digits, for the --params name
+#include "text_table.h"      // group_digits, for the --params name
+#include "weight_tensors.h"  // lm_head_macs_per_token
 
 namespace actmem {
 
@@ -54,6 +55,7 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     p->kind_params.resize(kinds.size());
     for (std::size_t i = 0; i < p->kind_of.size(); ++i) p->kind_params[p->kind_of[i]] = p->params.layers[i];
     p->middle_kind = p->kind_of[model.layers.size() / 2];
+    p->lm_head_macs = lm_head_macs_per_token(model);
     PreparedModel out;
     out.impl_ = std::move(p);
     return out;
@@ -189,7 +191,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   set(Sym::kBatch, l.micro_batch);
   set(Sym::kHidden, m.hidden);
   set(Sym::kQHeads, m.num_heads / t);
-  set(Sym::kKvHeads, m.num_kv_heads >= t ? m.num_kv_heads / t : 1);
+  set(Sym::kKvHeads, m.kv_heads_per_rank(t));
   set(Sym::kHeadDim, m.head_dim);
   set(Sym::kVocab, ceil_div(m.vocab, t));
   if (m.moe) {
@@ -297,7 +299,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // One micro-batch, the whole model as one stage (one recomputation unit).
   const int64_t num_layers = m.num_layers;
   Bytes layers{0};
-  double forward = 2.0 * sd * bd * static_cast<double>(m.hidden) * static_cast<double>(m.vocab);
+  double forward = 2.0 * tokens * p.lm_head_macs;
   for (int64_t i = 0; i < num_layers; ++i) {
     const KindBytes& kb = s.kinds[p.kind_of[static_cast<std::size_t>(i)]];
     layers += Bytes{kept(kb, l, i)};

@@ -28,6 +28,7 @@ struct Prepared {
   std::vector<std::size_t> kind_of;      // layer -> kind
   std::array<GraphSet, 4> variants;      // by Variant::index()
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
+  double lm_head_macs = 0;               // h·V per token
 };
 
 /// What one layout binds: the per-GPU symbol values and the variant of the graphs.

@@ -11,7 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "bytes.h"  // checked arithmetic
+#include "bytes.h"           // checked arithmetic
+#include "weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 
 namespace actmem::detail {
 
@@ -510,37 +511,12 @@ bool same_shape(const LayerSpec& a, const LayerSpec& b) {
   return a.moe == b.moe && a.ffn == b.ffn && a.sliding_window == b.sliding_window;
 }
 
-// ---------------------------------------------------------------------------------------------
-// FLOPs per layer kind (whole model, not per GPU; matmuls 2·m·n·k, attention over the full s×s
-// square as Megatron's MFU formula counts it, or s×window with a sliding window).
-
+/// FLOPs of a layer kind: its linear layers' multiply-accumulates per token (weight_tensors.h, the
+/// one source of weight shapes) and the head dims of core attention.
 void set_flops(const ModelSpec& m, LayerKind& kind) {
-  const LayerSpec& spec = kind.spec;
-  const double h = static_cast<double>(m.hidden);
-  const double a = static_cast<double>(m.num_heads);
-  double proj = 0;
-  double d_qk = static_cast<double>(m.head_dim);
-  double d_v = d_qk;
-  if (m.mla) {
-    const auto& x = *m.mla;
-    d_qk = static_cast<double>(x.qk_head_dim());
-    d_v = static_cast<double>(x.v_head_dim);
-    proj += x.q_lora_rank > 0 ? h * x.q_lora_rank + static_cast<double>(x.q_lora_rank) * a * d_qk : h * a * d_qk;
-    proj += h * (x.kv_lora_rank + x.qk_rope_head_dim) + static_cast<double>(x.kv_lora_rank) * a * (x.qk_nope_head_dim + d_v);
-  } else {
-    proj += h * static_cast<double>(m.q_dim() + 2 * m.kv_dim());
-  }
-  proj += a * d_v * h;  // output projection
-  double mlp_macs = 0;
-  const double mats = m.gated_mlp ? 3.0 : 2.0;
-  if (spec.moe && m.moe) {
-    mlp_macs = h * static_cast<double>(m.moe->num_experts) +
-               static_cast<double>(m.moe->experts_per_token) * mats * h * static_cast<double>(m.moe->expert_ffn) +
-               mats * h * static_cast<double>(m.moe->shared_ffn);
-  } else {
-    mlp_macs = mats * h * static_cast<double>(spec.ffn);
-  }
-  kind.macs_per_token = proj + mlp_macs;
+  kind.macs_per_token = linear_macs_per_token(m, kind.spec);
+  const double d_qk = static_cast<double>(m.mla ? m.mla->qk_head_dim() : m.head_dim);
+  const double d_v = static_cast<double>(m.mla ? m.mla->v_head_dim : m.head_dim);
   kind.qk_v_head_dims = d_qk + d_v;
 }
 
@@ -680,7 +656,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
   set(Sym::kBatch, "b");
   set(Sym::kHidden, "h");
   set(Sym::kQHeads, split_text("a", t));
-  set(Sym::kKvHeads, model.num_kv_heads >= t ? split_text("kv", t) : "1");
+  set(Sym::kKvHeads, model.num_kv_heads >= t ? split_text("kv", t) : "1");  // one replicated head per rank
   set(Sym::kHeadDim, "d");
   set(Sym::kVocab, t > 1 ? "V/t" : "V");
   set(Sym::kFfn, split_text("f", t));
