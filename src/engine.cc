@@ -83,19 +83,6 @@ namespace detail {
 
 namespace {
 
-/// What layer `position` of a recomputation unit keeps (a unit is a model chunk on one stage).
-int64_t kept(const KindBytes& k, const Layout& o, int64_t position) {
-  switch (o.recompute) {
-    case Recompute::kNone: return k.none;
-    case Recompute::kSelective: return k.selective;
-    case Recompute::kFull:
-      if (o.checkpoint_every > 0) return position % o.checkpoint_every == 0 ? k.input : 0;
-      if (o.recompute_layers >= 0) return position < o.recompute_layers ? k.input : k.none;
-      return k.input;
-  }
-  return k.none;
-}
-
 /// Micro-batches in flight on pipeline `rank` for each of its `vpp` model chunks, at the step of
 /// Megatron's schedule (megatron/core/pipeline_parallel/schedules.py) where they hold the most bytes;
 /// `chunk_bytes[j]` is what one micro-batch keeps on chunk j (embedding / head included).
@@ -288,13 +275,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   }
   const int64_t embedding = eval(g.embedding.none, v);
   const int64_t head_loss = eval(g.head.none, v);
-  // HF's checkpointed layers bind cos/sin in a closure (not saved): the tables are kept only when
-  // some layer runs without full recomputation.
   const int64_t chunk_layers = b.chunk_layers;
-  const bool some_layer_not_recomputed =
-      l.recompute != Recompute::kFull ||
-      (l.checkpoint_every == 0 && l.recompute_layers >= 0 && l.recompute_layers < chunk_layers);
-  const int64_t shared = some_layer_not_recomputed ? eval(g.shared.none, v) : 0;
+  const RecomputePlan plan = RecomputePlan::of(l, chunk_layers);
+  auto kept = [&](const KindBytes& k, int64_t position) { return plan.kept(k.none, k.selective, k.input, position); };
+  const int64_t shared = plan.some_layer_not_recomputed() ? eval(g.shared.none, v) : 0;
 
   // One micro-batch, the whole model as one stage (one recomputation unit).
   const int64_t num_layers = m.num_layers;
@@ -302,13 +286,13 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   double forward = 2.0 * tokens * p.lm_head_macs;
   for (int64_t i = 0; i < num_layers; ++i) {
     const KindBytes& kb = s.kinds[p.kind_of[static_cast<std::size_t>(i)]];
-    layers += Bytes{kept(kb, l, i)};
+    layers += Bytes{kept(kb, i)};
     forward += kb.flops;
   }
   const KindBytes& mid = s.kinds[p.middle_kind];
   t.activations_total = (Bytes{embedding} + layers + Bytes{head_loss} + Bytes{shared}).count();
   // Under full recomputation per_layer is a recomputed layer (its input), unless none is recomputed.
-  t.per_layer = l.recompute == Recompute::kFull && l.recompute_layers != 0 ? mid.input : kept(mid, l, 0);
+  t.per_layer = plan.per_layer_is_input() ? mid.input : kept(mid, 0);
   t.forward_flops = forward;
 
   // Static memory per stage: the parameters of one layer of each kind on one GPU.
@@ -337,9 +321,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   } else if (l.recompute == Recompute::kFull) {
     // Segments never cross a model chunk (a stage's share of layers); with recompute_layers only
     // the first N layers of each chunk are rerun.
-    const int64_t segment = l.checkpoint_every > 0 ? l.checkpoint_every : 1;
-    const int64_t rerun_per_chunk =
-        l.recompute_layers >= 0 && l.checkpoint_every == 0 ? l.recompute_layers : chunk_layers;
+    const int64_t segment = plan.segment();
+    const int64_t rerun_per_chunk = plan.recomputed_per_chunk();
     for (int64_t chunk = 0; chunk < num_layers; chunk += chunk_layers)
       for (int64_t pos = 0; pos < rerun_per_chunk; pos += segment) {
         Bytes seg{0};
@@ -350,8 +333,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     for (int64_t rank = 0; rank < par.pp; ++rank)
       for (int64_t j = 0; j < par.vpp; ++j)
         for (int64_t pos = 0; pos < chunk_layers; ++pos) {
-          const bool rerun = l.recompute_layers < 0 || l.checkpoint_every > 0 || pos < l.recompute_layers;
-          if (rerun) recompute_flops += s.kinds[p.kind_of[static_cast<std::size_t>((j * par.pp + rank) * chunk_layers + pos)]].flops;
+          if (plan.reruns(pos)) recompute_flops += s.kinds[p.kind_of[static_cast<std::size_t>((j * par.pp + rank) * chunk_layers + pos)]].flops;
         }
   }
   t.recompute_peak = recompute_peak.count();
@@ -390,7 +372,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       const int64_t first = (static_cast<int64_t>(j) * par.pp + rank) * chunk_layers;
       Bytes sum{0};
       for (int64_t pos = 0; pos < chunk_layers; ++pos)
-        sum += Bytes{kept(s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]], l, pos)};
+        sum += Bytes{kept(s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]], pos)};
       s.chunk_layer_bytes[j] = s.chunk_bytes[j] = sum.count();
     }
     if (rank == 0) s.chunk_bytes.front() = (Bytes{s.chunk_bytes.front()} + Bytes{embedding}).count();

@@ -11,6 +11,7 @@
 #include "layout_checks.h"
 #include "op_graph.h"
 #include "params.h"
+#include "recompute_plan.h"
 #include "static_memory.h"
 
 namespace actmem::detail {

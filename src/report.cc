@@ -55,18 +55,6 @@ std::string join_formulas(const std::vector<const Storage*>& parts, const SymTex
   return out;
 }
 
-int64_t kept(const KindBytes& k, const Layout& o, int64_t position) {
-  switch (o.recompute) {
-    case Recompute::kNone: return k.none;
-    case Recompute::kSelective: return k.selective;
-    case Recompute::kFull:
-      if (o.checkpoint_every > 0) return position % o.checkpoint_every == 0 ? k.input : 0;
-      if (o.recompute_layers >= 0) return position < o.recompute_layers ? k.input : k.none;
-      return k.input;
-  }
-  return k.none;
-}
-
 ActivationReport describe_activations(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
   const ModelSpec& model = p.model;
   const ParallelLayout& par = o.parallel;
@@ -79,6 +67,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   const Graph& mid = g.kinds[mid_kind].graph;
   const KindBytes& mid_bytes = rec.kinds[mid_kind];
   const int64_t chunk_layers = binding.chunk_layers;
+  const RecomputePlan plan = RecomputePlan::of(o, chunk_layers);
   const int64_t num_layers = model.num_layers;
 
   ActivationReport report;
@@ -126,7 +115,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     for (int64_t i = 0; i < num_layers; ++i) {
       const std::size_t k = p.kind_of[static_cast<std::size_t>(i)];
       if (o.recompute == Recompute::kFull) {
-        if (grp == Group::kNorms) sum += Bytes{kept(rec.kinds[k], o, i)};
+        if (grp == Group::kNorms) sum += Bytes{plan.kept(rec.kinds[k].none, rec.kinds[k].selective, rec.kinds[k].input, i)};
         continue;
       }
       v[static_cast<std::size_t>(Sym::kFfn)] = g.kinds[k].spec.ffn / par.tp;
@@ -142,8 +131,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     if (sum == Bytes{0}) continue;
     Term term;
     term.key = fmt::format("activations.layers.{}", group_name(grp));
-    const bool partial = o.recompute == Recompute::kFull && o.checkpoint_every == 0 && o.recompute_layers >= 0 &&
-                         o.recompute_layers < chunk_layers;
+    const bool partial = plan.partial();
     term.label = o.recompute != Recompute::kFull ? fmt::format("transformer layers: {}", group_name(grp))
                  : partial ? fmt::format("layers: the first {} of each {}-layer chunk keep their input, the rest "
                                          "keep everything",
