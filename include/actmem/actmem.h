@@ -22,15 +22,19 @@
 
 #include <nlohmann/json.hpp>  // report_json(), serve_json(): the stable JSON every front end shares
 
-#include "bytes.h"
-#include "dtype.h"
-#include "expected.h"
-#include "gpu_catalog.h"
-#include "model_spec.h"
-#include "options.h"
-#include "presets.h"
-#include "serve.h"
-#include "training.h"
+#include "util/bytes.h"
+#include "util/dtype.h"
+#include "util/expected.h"
+#include "serve/gpu_catalog.h"
+#include "model/hf_config.h"  // parse_hf_config(): a config.json given as text
+#include "model/model_spec.h"
+#include "policies/options.h"
+#include "model/presets.h"
+#include "serve/serve.h"
+#include "engine/training.h"
+#include "serve/serve_render.h"  // serve_json(), render_serve(): serving's renderers
+#include "util/spellcheck.h"     // closest_name(): "did you mean ...?" for a front end's own names
+#include "util/text_table.h"     // TextTable, group_digits: the tables every front end prints
 
 namespace actmem {
 
@@ -112,7 +116,7 @@ std::string render_table(const Report& report);
 /// Each term as `label: formula = values = bytes`, as the seed cards derive.
 std::string render_explain(const Report& report);
 
-// Serving: estimate_serving(), estimate_capacity() and their renderers (serve.h, serve_render.h).
+// Serving: estimate_serving(), estimate_capacity() and their renderers (serve/serve.h, serve_render.h).
 // Models: load_model(), list_presets() (presets.h). GPUs: gpu_catalog(), find_gpu() (gpu_catalog.h).
 
 }  // namespace actmem

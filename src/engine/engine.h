@@ -1,0 +1,81 @@
+// The engine behind the public API (include/actmem/actmem.h): a model prepared once per workload,
+// and one accounting routine, account(), that both evaluate() and explain() run.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actmem/actmem.h"
+#include "policies/layout_checks.h"
+#include "tensors/op_graph.h"
+#include "model/params.h"
+#include "policies/recompute_plan.h"
+#include "policies/static_memory.h"
+
+namespace actmem::detail {
+
+struct Prepared {
+  std::string name;
+  bool param_only = false;
+  int64_t param_count = 0;  // param_only: the count given
+  ModelSpec model;          // empty when param_only
+  Workload workload;
+  BytesPerParam per_param;
+  ParamCounts params;                    // exact, from shapes (empty when param_only)
+  std::vector<LayerParams> kind_params;  // the parameters of one layer of each kind
+  TpFacts tp_facts;
+  std::vector<std::size_t> kind_of;      // layer -> kind
+  std::array<GraphSet, 4> variants;      // by Variant::index()
+  std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
+  double lm_head_macs = 0;               // h·V per token
+};
+
+/// What one layout binds: the per-GPU symbol values and the variant of the graphs.
+struct Binding {
+  SymValues values{};
+  const GraphSet* graphs = nullptr;
+  Variant variant;
+  int64_t chunk_layers = 0;  // layers of one model chunk on one rank: L / (pp·vpp)
+};
+Binding bind(const Prepared& p, const Layout& l);
+
+/// Bytes one layer kind keeps under each policy, for a binding.
+struct KindBytes {
+  int64_t none = 0;
+  int64_t selective = 0;
+  int64_t input = 0;
+  double flops = 0;  // forward FLOPs of one layer, one micro-batch
+};
+
+/// What explain() records beyond the totals; evaluate() passes a sink that records nothing.
+struct RecordingSink {
+  std::vector<Bytes> in_flight_by_stage;
+  std::vector<KindBytes> kinds;
+  int64_t embedding = 0;
+  int64_t head_loss = 0;
+  int64_t shared = 0;
+  int64_t layers_total = 0;
+  int64_t first_stage_layers_in_flight = 0;
+  int64_t zero3_layer_params = 0;  // Ψ of the largest layer per rank, when the ZeRO-3 transient exists
+  int64_t zero3_bytes = -1;        // -1: no ZeRO-3 transient
+  int64_t logits_grad = -1;        // -1: the peak stage is not the last
+  StageParams stage;               // the peak stage's parameters
+  void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
+  static constexpr bool kRecords = true;
+};
+struct NullSink {
+  void on_stage(int64_t, Bytes) {}
+  static constexpr bool kRecords = false;
+};
+
+/// The whole accounting of one layout: checks, activations per stage, static memory per stage,
+/// transients, the peak. Returns false when a check fails (the Reporter has the error).
+template <typename Reporter, typename Sink>
+bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, Sink& sink);
+
+/// Builds the full report from the same numbers (report.cc).
+TrainingEstimate describe(const Prepared& p, const Layout& l, const Totals& t, const RecordingSink& rec);
+
+}  // namespace actmem::detail

@@ -1,0 +1,142 @@
+// The public API: evaluate() and explain() agree to the byte over a grid of layouts, every term of
+// a report adds up to the totals it shows, and an invalid layout fails the same way in both.
+#include "engine/engine.h"
+
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "actmem/actmem.h"
+
+namespace actmem {
+namespace {
+
+Layout random_layout(std::mt19937& rng, const ModelSpec& m) {
+  auto pick = [&](std::initializer_list<int64_t> xs) {
+    std::uniform_int_distribution<std::size_t> d(0, xs.size() - 1);
+    return *(xs.begin() + static_cast<std::ptrdiff_t>(d(rng)));
+  };
+  Layout l;
+  l.seq_len = pick({512, 2048, 4096, 8192});
+  l.micro_batch = pick({1, 2, 4});
+  l.parallel.tp = pick({1, 2, 4, 8});
+  l.parallel.sp = l.parallel.tp > 1 && pick({0, 1}) == 1;
+  l.parallel.pp = pick({1, 2, 4});
+  l.parallel.vpp = l.parallel.pp > 1 ? pick({1, 2}) : 1;
+  l.parallel.dp = pick({1, 8, 64});
+  l.parallel.cp = pick({1, 1, 2});
+  l.parallel.ep = m.is_moe() ? pick({1, 8}) : 1;
+  l.parallel.num_micro_batches = l.parallel.pp > 1 ? pick({0, 8, 16}) : 0;
+  l.recompute = static_cast<Recompute>(pick({0, 1, 2}));
+  if (l.recompute == Recompute::kFull) {
+    const int64_t how = pick({0, 1, 2});
+    if (how == 1) l.recompute_layers = pick({0, 1, 2});
+    if (how == 2) l.checkpoint_every = pick({1, 2});
+  }
+  l.zero_stage = static_cast<int>(pick({0, 1, 2, 3}));
+  l.offload_optimizer = pick({0, 0, 1}) == 1;
+  l.reserve = Bytes{pick({0, int64_t{1} << 30})};
+  return l;
+}
+
+// The same accounting by construction (one routine, two sinks), checked anyway: for random layouts
+// of every kind of model, evaluate()'s totals equal explain()'s, and the report's memory terms add
+// up to its total.
+TEST(Engine, EvaluateEqualsExplainOverAGridOfLayouts) {
+  std::mt19937 rng(20261201);
+  int checked = 0;
+  int failed = 0;
+  for (const char* preset : {"gpt2", "llama-3-70b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "qwen3-30b-a3b"}) {
+    const ModelSpec model = load_model(preset).value();
+    for (Framework fw : {Framework::kHF, Framework::kMegatron})
+      for (AttentionImpl attn : {AttentionImpl::kEager, AttentionImpl::kFlash}) {
+        const auto prepared = prepare(model, {.framework = fw, .attention = attn}).value();
+        for (int i = 0; i < 40; ++i) {
+          const Layout l = random_layout(rng, model);
+          Totals fast;
+          const bool ok = evaluate(prepared, l, fast);
+          const auto report = explain(prepared, l);
+          ASSERT_EQ(ok, report.has_value()) << preset;
+          if (!ok) {
+            ++failed;
+            EXPECT_EQ(fast.error, report.error().kind) << report.error().message;
+            EXPECT_EQ(std::string(fast.error_field), report.error().field) << report.error().message;
+            continue;
+          }
+          ++checked;
+          const Totals& t = report->totals;
+          EXPECT_EQ(fast.total, t.total) << preset;
+          EXPECT_EQ(fast.activations, t.activations);
+          EXPECT_EQ(fast.weights, t.weights);
+          EXPECT_EQ(fast.per_layer, t.per_layer);
+          EXPECT_EQ(fast.activations_total, t.activations_total);
+          EXPECT_EQ(fast.forward_flops, t.forward_flops);
+          const auto& e = report->estimate;
+          EXPECT_EQ(e.total().count(), fast.total);
+          EXPECT_EQ(e.activations->breakdown.total().count(), fast.activations_total) << preset;
+          EXPECT_EQ(e.activations->in_flight_by_stage.at(static_cast<std::size_t>(fast.peak_stage)).count(),
+                    fast.activations);
+        }
+      }
+  }
+  EXPECT_GT(checked, 300);  // the grid is mostly valid layouts
+  EXPECT_GT(failed, 10);    // and has some invalid ones (TP not dividing heads, CP with eager ...)
+}
+
+// Static memory per stage from layer kinds equals stage_params() over the layers, for uneven
+// models too (DeepSeek-V3: 3 dense layers, then 58 MoE layers).
+TEST(Engine, StageParamsFromKindsEqualStageParams) {
+  const ModelSpec m = load_model("deepseek-v3").value();
+  const auto prepared = prepare(m, {}).value();
+  for (int64_t tp : {1, 2, 8})
+    for (int64_t ep : {1, 8, 32}) {
+      Layout l;
+      l.seq_len = 4096;
+      l.parallel = {.dp = 64, .tp = tp, .ep = ep};
+      auto r = explain(prepared, l).value();
+      const auto stages = stage_params(count_params(m), l.parallel);
+      EXPECT_EQ(r.totals.params_on_gpu, stages.at(0).total()) << tp << " " << ep;
+    }
+}
+
+// The fast path does no formatting: a failing layout names only the option.
+TEST(Engine, EvaluateReportsTheFieldOfAnImpossibleLayout) {
+  const auto prepared = prepare(load_model("llama-3-70b").value(), {}).value();
+  Totals t;
+  EXPECT_FALSE(evaluate(prepared, {.seq_len = 8192, .parallel = {.tp = 3}}, t));
+  EXPECT_EQ(t.error, ErrorKind::kIncompatible);
+  EXPECT_STREQ(t.error_field, "tp");
+  EXPECT_FALSE(evaluate(prepared, {.seq_len = 0}, t));
+  EXPECT_EQ(t.error, ErrorKind::kInvalid);
+  EXPECT_STREQ(t.error_field, "seq_len");
+  // 2^24 tokens × 2^20 sequences of 128,256 fp32 logits overflow 64 bits.
+  EXPECT_FALSE(evaluate(prepared, {.seq_len = int64_t{1} << 24, .micro_batch = int64_t{1} << 20}, t));
+  EXPECT_EQ(t.error, ErrorKind::kOverflow);
+}
+
+// Seed card "Model Memory Footprint": Llama-3-70B at 16 bytes per parameter, 1,128,859,303,936 B.
+TEST(Engine, ParamsOnlyAndFullModelShareStaticMemory) {
+  const auto full = prepare(load_model("llama-3-70b").value(), {}).value();
+  const auto bare = prepare_params_only(70'553'706'496, {}).value();
+  Totals a, b;
+  ASSERT_TRUE(evaluate(full, {.seq_len = 8192}, a));
+  ASSERT_TRUE(evaluate(bare, {.seq_len = 8192}, b));
+  EXPECT_EQ(a.weights + a.gradients + a.optimizer, int64_t{16} * 70'553'706'496);
+  EXPECT_EQ(b.total, int64_t{16} * 70'553'706'496);
+  EXPECT_EQ(b.activations, 0);
+}
+
+// render_message() spells each @option the front end's way.
+TEST(Engine, MessagesSpellOptionsPerFrontEnd) {
+  auto e = explain(prepare(load_model("llama-3-70b").value(), {}).value(), {.seq_len = 8192, .parallel = {.tp = 3}});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().field, "tp");
+  const auto cli = render_message(e.error().message, [](const std::string& f) { return "--" + f; });
+  const auto py = render_message(e.error().message, [](const std::string& f) { return f + "="; });
+  EXPECT_EQ(cli.rfind("--tp 3: num_attention_heads (64) is not divisible by 3", 0), 0u) << cli;
+  EXPECT_EQ(py.rfind("tp= 3:", 0), 0u) << py;
+  EXPECT_EQ(render_message("a@ b @ c", [](const std::string&) { return "x"; }), "a@ b @ c");
+}
+
+}  // namespace
+}  // namespace actmem

@@ -1,0 +1,113 @@
+#include "engine/training.h"
+
+#include <gtest/gtest.h>
+
+#include "model/presets.h"
+
+namespace actmem {
+namespace {
+
+TrainingOptions options(int64_t seq, int64_t mb) {
+  TrainingOptions o;
+  o.activation.seq_len = seq;
+  o.activation.micro_batch = mb;
+  return o;
+}
+
+// Seed cards: Llama-3-70B, 16 bytes per parameter (1.13 TB) plus activations at 8k.
+TEST(Training, DefaultLlama3_70BAdds16BytesPerParamActivationsAndLogitsGradient) {
+  auto model = load_preset("llama-3-70b").value();
+  auto e = estimate_training(model, options(8192, 1));
+  ASSERT_TRUE(e.has_value()) << e.error().message;
+  EXPECT_EQ(e->static_memory.total(), Bytes{16 * int64_t{70'553'706'496}});
+  // HF loss backward: fp32 d(log-probs) + fp32 d(logits) + bf16 logits held: (8 + 2) · s · b · V,
+  // measured in validation/loss_transient.py.
+  const Bytes loss_transient{int64_t{10} * 8192 * 128256};
+  EXPECT_EQ(e->transients.find("logits_grad")->bytes, loss_transient);
+  EXPECT_EQ(e->total(), e->static_memory.total() + e->activations->total + loss_transient);
+}
+
+// With PP the peak GPU is the stage with the largest static + in-flight + transient sum; check it
+// against every stage computed independently.
+TEST(Training, PipelinePeakIsTheMostLoadedStage) {
+  auto model = load_preset("llama-3-70b").value();
+  auto o = options(4096, 1);
+  o.static_options.parallel.pp = 4;
+  o.static_options.parallel.tp = 8;
+  o.static_options.parallel.sp = true;
+  o.static_options.parallel.num_micro_batches = 16;
+  o.activation.framework = Framework::kMegatron;
+  auto e = estimate_training(model, o);
+  ASSERT_TRUE(e.has_value()) << e.error().message;
+  ASSERT_EQ(e->activations->in_flight_by_stage.size(), 4u);
+  Bytes expected_peak{0};
+  for (int64_t stage = 0; stage < 4; ++stage) {
+    auto st = compute_static_memory(e->params, o.static_options, stage).value();
+    Bytes peak = st.total() + e->activations->in_flight_by_stage[static_cast<size_t>(stage)];
+    if (stage == 3) peak += Bytes{int64_t{4} * 4096 * ceil_div(128256, 8)};  // logits buffer, V/t
+    expected_peak = std::max(expected_peak, peak);
+  }
+  EXPECT_EQ(e->total(), expected_peak);
+  // 1F1B: the first stage holds pp = 4 micro-batches of its 20 layers.
+  EXPECT_EQ(e->activations->in_flight_by_stage[0],
+            e->activations->per_layer * (20 * 4) + e->activations->embedding * 4 + e->activations->shared);
+}
+
+// ZeRO-3 gathers a layer (plus one prefetched) and its full gradient: Llama-3-70B layer = 855,654,400
+// parameters (q, k, v, o, gate, up, down, 2 norms), bf16 → (2·2 + 2) bytes each.
+TEST(Training, Zero3GatheredLayerTransient) {
+  auto model = load_preset("llama-3-70b").value();
+  auto o = options(1024, 1);
+  o.static_options.zero_stage = 3;
+  o.static_options.parallel.dp = 64;
+  auto e = estimate_training(model, o);
+  ASSERT_TRUE(e.has_value()) << e.error().message;
+  const Term* t = e->transients.find("zero3_gathered_layer");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->bytes, Bytes{int64_t{855'654'400} * 6});
+  EXPECT_EQ(t->exactness, Exactness::kAllowance);
+  EXPECT_EQ(e->peak_transient_key, "zero3_gathered_layer");
+}
+
+// Full recomputation: backward re-runs one layer, whose full activations (minus its kept input) are
+// a transient; for Llama-2-70B at 8k (V = 32000) that is larger than the logits gradient and is counted.
+TEST(Training, RecomputedSegmentIsATransient) {
+  auto model = load_preset("llama-2-70b").value();
+  auto o = options(8192, 1);
+  o.activation.recompute = Recompute::kFull;
+  auto e = estimate_training(model, o);
+  ASSERT_TRUE(e.has_value()) << e.error().message;
+  o.activation.recompute = Recompute::kNone;
+  auto none = estimate_activations(model, o.activation).value();
+  const Term* t = e->transients.find("recompute_segment");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->bytes, none.per_layer - e->activations->per_layer);
+  EXPECT_EQ(e->peak_transient_key, "recompute_segment");
+}
+
+TEST(Training, ParamsOnlyHasNoActivations) {
+  auto e = estimate_training_params_only(7'500'000'000, options(1, 1));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->activations.has_value());
+  EXPECT_EQ(e->total(), Bytes{120'000'000'000});
+  EXPECT_FALSE(estimate_training_params_only(0, options(1, 1)).has_value());
+}
+
+TEST(Training, ImpossibleLayoutIsAnErrorNamingTheFlag) {
+  auto model = load_preset("llama-3-70b").value();
+  auto o = options(4096, 1);
+  o.static_options.parallel.tp = 3;
+  auto e = estimate_training(model, o);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().message.find("@tp"), std::string::npos) << e.error().message;
+}
+
+TEST(Training, AbsurdSizesOverflowIntoAnError) {
+  auto model = load_preset("llama-3.1-405b").value();
+  auto e = estimate_training(model, options(int64_t{1} << 24, 1 << 20));
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().message.find("overflow"), std::string::npos) << e.error().message;
+}
+
+}  // namespace
+}  // namespace actmem

@@ -1,0 +1,92 @@
+#include "model/arch.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "util/spellcheck.h"
+
+namespace actmem {
+
+namespace {
+
+// Rows list only what differs from the struct defaults (a Llama-like decoder: RMSNorm, SwiGLU,
+// separate q/k/v, no biases, untied). Sources: each HF transformers modeling_<type>.py and
+// configuration_<type>.py (v4.4x-v4.5x); the defaults are the config classes' keyword defaults.
+constexpr std::array kArchTable{
+    ArchTraits{.model_type = "llama", .hf_class = "LlamaForCausalLM", .mlp_bias_key = true,
+               .nested_defaults_json = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+                   "num_hidden_layers": 32, "num_attention_heads": 32})"},
+    ArchTraits{.model_type = "mistral", .hf_class = "MistralForCausalLM", .attention_bias_key = false,
+               .window = WindowStyle::kAllLayers, .default_window = 4096, .default_max_positions = 4096 * 32,
+               .nested_defaults_json = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                   "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8})"},
+    ArchTraits{.model_type = "mixtral", .hf_class = "MixtralForCausalLM", .attention_bias_key = false,
+               .moe = MoeStyle::kMixtral, .moe_defaults = {.num_experts = 8, .experts_per_token = 2},
+               .window = WindowStyle::kAllLayers, .default_max_positions = 4096 * 32, .default_norm_eps = 1e-5},
+    ArchTraits{.model_type = "qwen2", .hf_class = "Qwen2ForCausalLM", .qkv_bias = true, .attention_bias_key = false,
+               .window = WindowStyle::kFromMaxWindowLayer, .default_window = 4096, .default_max_positions = 32768},
+    ArchTraits{.model_type = "qwen2_moe", .hf_class = "Qwen2MoeForCausalLM", .qkv_bias = true,
+               .attention_bias_key = false, .moe = MoeStyle::kQwen2Moe,
+               .moe_defaults = {.num_experts = 60, .experts_per_token = 4, .expert_ffn = 1408, .shared_ffn = 5632},
+               .window = WindowStyle::kFromMaxWindowLayer, .default_window = 4096, .default_max_positions = 32768},
+    ArchTraits{.model_type = "qwen3", .hf_class = "Qwen3ForCausalLM", .qk_norm = true,
+               .window = WindowStyle::kFromMaxWindowLayer, .default_window = 4096, .default_head_dim = 128,
+               .default_max_positions = 32768},
+    ArchTraits{.model_type = "qwen3_moe", .hf_class = "Qwen3MoeForCausalLM", .qk_norm = true,
+               .moe = MoeStyle::kQwen3Moe,
+               .moe_defaults = {.num_experts = 128, .experts_per_token = 8, .expert_ffn = 768},
+               .window = WindowStyle::kFromMaxWindowLayer, .default_window = 4096, .default_head_dim = 128,
+               .default_max_positions = 32768},
+    ArchTraits{.model_type = "gemma", .hf_class = "GemmaForCausalLM", .act_key = "hidden_activation",
+               .default_act = ActFn::kGeluTanh, .tie_embeddings = true, .embedding_scaled = true,
+               .default_head_dim = 256, .default_max_positions = 8192,
+               .nested_defaults_json = R"({"vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
+                   "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16})"},
+    ArchTraits{.model_type = "gemma2", .hf_class = "Gemma2ForCausalLM", .act_key = "hidden_activation",
+               .default_act = ActFn::kGeluTanh, .tie_embeddings = true, .sandwich_norms = true,
+               .embedding_scaled = true, .window = WindowStyle::kEvenLayers, .default_window = 4096,
+               .default_head_dim = 256, .default_max_positions = 8192, .default_attn_softcap = 50.0,
+               .default_final_softcap = 30.0,
+               .nested_defaults_json = R"({"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,
+                   "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4})"},
+    ArchTraits{.model_type = "gpt2", .hf_class = "GPT2LMHeadModel", .norm = NormKind::kLayerNorm, .norm_bias = true,
+               .gated_mlp = false, .act_key = "activation_function", .default_act = ActFn::kGeluNew,
+               .fused_qkv = true, .qkv_bias = true, .o_bias = true, .attention_bias_key = false, .mlp_bias = true,
+               .tie_embeddings = true, .learned_positions = true, .default_ffn_multiple = 4,
+               .default_max_positions = 1024, .default_norm_eps = 1e-5, .default_dropout = 0.1},
+    ArchTraits{.model_type = "gpt_neox", .hf_class = "GPTNeoXForCausalLM", .norm = NormKind::kLayerNorm,
+               .norm_bias = true, .gated_mlp = false, .default_act = ActFn::kGelu, .fused_qkv = true,
+               .qkv_bias = true, .o_bias = true, .mlp_bias = true, .parallel_residual = true,
+               .default_norm_eps = 1e-5, .default_rotary_fraction = 0.25},
+    ArchTraits{.model_type = "phi3", .hf_class = "Phi3ForCausalLM", .fused_qkv = true, .fused_gate_up = true,
+               .attention_bias_key = false, .window = WindowStyle::kAllLayers, .default_max_positions = 4096,
+               .default_norm_eps = 1e-5},
+    ArchTraits{.model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .mla = true,
+               .moe = MoeStyle::kDeepseek,
+               .moe_defaults = {.num_experts = 256, .experts_per_token = 8, .expert_ffn = 2048, .shared_ffn = 1},
+               .default_max_positions = 4096},
+};
+
+}  // namespace
+
+std::vector<std::string_view> supported_model_types() {
+  std::vector<std::string_view> names;
+  for (const auto& row : kArchTable) names.push_back(row.model_type);
+  return names;
+}
+
+Expected<const ArchTraits*> find_arch(std::string_view model_type) {
+  for (const auto& row : kArchTable)
+    if (row.model_type == model_type) return &row;
+  const auto names = supported_model_types();
+  std::string hint;
+  if (auto near = closest_name(model_type, names)) hint = fmt::format("did you mean '{}'? ", *near);
+  // Pasted or fuzzed values can be long or hold control characters: the message stays one line.
+  std::string shown;
+  for (char c : model_type.substr(0, 64)) shown.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  return Error{fmt::format("model_type '{}{}' is not supported; {}supported: {}", shown,
+                           model_type.size() > 64 ? "..." : "", hint, fmt::join(names, ", "))};
+}
+
+}  // namespace actmem

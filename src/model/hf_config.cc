@@ -1,0 +1,638 @@
+#include "model/hf_config.h"
+
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>  // config.json reader; parse errors give line and column
+
+#include "model/arch.h"
+#include "util/bytes.h"  // checked_mul, OverflowError
+#include "model/params.h"
+
+namespace actmem {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Bounds on what a config may say: the same as ModelSpec::validate()'s (model_spec.h).
+using namespace limits;  // NOLINT: kMaxDim, kMaxLayers, ...
+
+/// One config value and its spellings across HF config classes; the first present one wins.
+struct Key {
+  std::array<std::string_view, 4> spellings;
+  bool wrapper_fallback = false;  // also looked up at the top level of a multimodal wrapper
+};
+
+// Key spellings and aliases, as data.
+constexpr Key kModelType{{"model_type"}};
+constexpr Key kHiddenSize{{"hidden_size", "n_embd", "d_model"}};
+constexpr Key kNumLayers{{"num_hidden_layers", "n_layer", "num_layers", "n_layers"}};
+constexpr Key kNumHeads{{"num_attention_heads", "n_head", "num_heads", "n_heads"}};
+constexpr Key kNumKvHeads{{"num_key_value_heads", "num_kv_heads", "n_head_kv"}};
+constexpr Key kHeadDim{{"head_dim"}};
+constexpr Key kVocabSize{{"vocab_size", "n_vocab", "padded_vocab_size"}};
+constexpr Key kIntermediateSize{{"intermediate_size", "n_inner", "ffn_hidden_size", "d_ff"}};
+constexpr Key kMaxPositionEmbeddings{{"max_position_embeddings", "n_positions", "n_ctx", "seq_length"}};
+constexpr Key kNormEps{{"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"}};
+constexpr Key kDtype{{"torch_dtype", "dtype"}, true};
+constexpr Key kTieWordEmbeddings{{"tie_word_embeddings"}, true};
+constexpr Key kAttentionBias{{"attention_bias"}};
+constexpr Key kMlpBias{{"mlp_bias"}};
+constexpr Key kParallelResidual{{"use_parallel_residual"}};
+constexpr Key kRotaryFraction{{"rotary_pct", "partial_rotary_factor"}};
+constexpr Key kRopeParameters{{"rope_parameters", "rope_scaling"}};
+constexpr Key kAttnSoftcap{{"attn_logit_softcapping"}};
+constexpr Key kFinalSoftcap{{"final_logit_softcapping"}};
+constexpr Key kHiddenDropout{{"resid_pdrop", "hidden_dropout", "hidden_dropout_prob"}};
+constexpr Key kAttentionDropout{{"attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"}};
+constexpr Key kEmbeddingDropout{{"embd_pdrop", "embedding_dropout"}};
+constexpr Key kSlidingWindow{{"sliding_window"}};
+constexpr Key kUseSlidingWindow{{"use_sliding_window"}};
+constexpr Key kMaxWindowLayers{{"max_window_layers"}};
+constexpr Key kLayerTypes{{"layer_types"}};
+constexpr Key kNumExperts{{"num_local_experts", "num_experts", "n_routed_experts"}};
+constexpr Key kExpertsPerToken{{"num_experts_per_tok", "moe_top_k"}};
+constexpr Key kMoeIntermediateSize{{"moe_intermediate_size"}};
+constexpr Key kNormTopkProb{{"norm_topk_prob"}};
+constexpr Key kSharedExpertSize{{"shared_expert_intermediate_size"}};
+constexpr Key kNumSharedExperts{{"n_shared_experts"}};
+constexpr Key kFirstDenseLayers{{"first_k_dense_replace"}};
+constexpr Key kMoeLayerFreq{{"moe_layer_freq"}};
+constexpr Key kDecoderSparseStep{{"decoder_sparse_step"}};
+constexpr Key kMlpOnlyLayers{{"mlp_only_layers"}};
+constexpr Key kQLoraRank{{"q_lora_rank"}};
+constexpr Key kKvLoraRank{{"kv_lora_rank"}};
+constexpr Key kQkNopeHeadDim{{"qk_nope_head_dim"}};
+constexpr Key kQkRopeHeadDim{{"qk_rope_head_dim"}};
+constexpr Key kVHeadDim{{"v_head_dim"}};
+
+struct ActName {
+  std::string_view name;
+  ActFn fn;
+};
+// HF ACT2FN spellings we know the saved-tensor behaviour of.
+constexpr std::array<ActName, 7> kActNames{{
+    {"gelu", ActFn::kGelu},
+    {"gelu_new", ActFn::kGeluNew},
+    {"gelu_pytorch_tanh", ActFn::kGeluTanh},
+    {"gelu_fast", ActFn::kGeluTanh},
+    {"silu", ActFn::kSilu},
+    {"swish", ActFn::kSilu},
+    {"relu", ActFn::kRelu},
+}};
+
+/// Makes text from the input safe for a one-line message: bounded length, no control characters.
+std::string one_line(std::string_view text, size_t max_len = 80) {
+  std::string out;
+  for (char c : text.substr(0, max_len)) out.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
+  if (text.size() > max_len) out += "...";
+  return out;
+}
+
+/// "string \"abc\"", "array", "-5": what a wrong value was, for error messages.
+std::string describe(const json& v) {
+  if (v.is_object() || v.is_array()) return std::string{v.type_name()};
+  const std::string dumped = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (v.is_string()) return "string " + one_line(dumped, 40);
+  return one_line(dumped, 40);
+}
+
+/// Looks keys up in a config object: in `text_config` for multimodal wrappers, then (for a few
+/// keys) in the wrapper, then in the config class's defaults. Every accessor checks the JSON type
+/// and the range and names the key in its Error.
+class ConfigReader {
+ public:
+  struct Found {
+    std::string name;  // as written, with "text_config." when nested
+    const json* value;
+  };
+
+  ConfigReader(const json& config, const json* wrapper, const json* class_defaults, std::string source)
+      : config_(config), wrapper_(wrapper), class_defaults_(class_defaults), source_(std::move(source)) {}
+
+  /// The first spelling present (null values included); nullopt when absent.
+  std::optional<Found> find(const Key& key) const {
+    const std::string_view prefix = wrapper_ ? "text_config." : "";
+    if (auto f = find_in(config_, key, prefix)) return f;
+    if (key.wrapper_fallback && wrapper_)
+      if (auto f = find_in(*wrapper_, key, "")) return f;
+    if (class_defaults_)
+      if (auto f = find_in(*class_defaults_, key, prefix)) return f;
+    return std::nullopt;
+  }
+
+  Error error(const std::string& message) const { return Error{fmt::format("{}: {}", source_, message)}; }
+
+  /// nullopt when absent or null (HF's None).
+  Expected<std::optional<int64_t>> optional_int(const Key& key, int64_t min, int64_t max) const {
+    auto f = find(key);
+    if (!f || f->value->is_null()) return std::optional<int64_t>{};
+    auto v = to_int(*f);
+    if (!v) return v.error();
+    if (*v < min) {
+      return error(min == 1 ? fmt::format("'{}' must be a positive integer, got {}", f->name, *v)
+                            : fmt::format("'{}' must be at least {}, got {}", f->name, min, *v));
+    }
+    if (*v > max)
+      return error(fmt::format("'{}' = {} is absurdly large (limit {}); check the config", f->name, *v, max));
+    return std::optional<int64_t>{*v};
+  }
+
+  Expected<int64_t> required_int(const Key& key, int64_t min, int64_t max) const {
+    auto v = optional_int(key, min, max);
+    if (!v) return v.error();
+    if (!*v) return error(fmt::format("missing required key '{}'; add it as an integer", key.spellings[0]));
+    return **v;
+  }
+
+  Expected<int64_t> int_or(const Key& key, int64_t fallback, int64_t min, int64_t max) const {
+    auto v = optional_int(key, min, max);
+    if (!v) return v.error();
+    return v->value_or(fallback);
+  }
+
+  /// Absent or null give `fallback`.
+  Expected<double> double_or(const Key& key, double fallback, double min, double max) const {
+    auto f = find(key);
+    if (!f || f->value->is_null()) return fallback;
+    if (!f->value->is_number())
+      return error(fmt::format("'{}' must be a number, got {}", f->name, describe(*f->value)));
+    const double v = f->value->get<double>();  // is_number(): cannot throw
+    if (!(v >= min && v <= max))
+      return error(fmt::format("'{}' = {} is out of range; expected a number in [{}, {}]", f->name, v, min, max));
+    return v;
+  }
+
+  Expected<bool> bool_or(const Key& key, bool fallback) const {
+    auto f = find(key);
+    if (!f || f->value->is_null()) return fallback;
+    if (!f->value->is_boolean())
+      return error(fmt::format("'{}' must be true or false, got {}", f->name, describe(*f->value)));
+    return f->value->get<bool>();
+  }
+
+  Expected<std::optional<std::string>> optional_string(const Key& key) const {
+    auto f = find(key);
+    if (!f || f->value->is_null()) return std::optional<std::string>{};
+    if (!f->value->is_string())
+      return error(fmt::format("'{}' must be a string, got {}", f->name, describe(*f->value)));
+    return std::optional<std::string>{f->value->get<std::string>()};
+  }
+
+  /// An integer from a JSON number of any kind (HF writes some as 4096.0); never throws.
+  Expected<int64_t> to_int(const Found& f) const {
+    const json& v = *f.value;
+    // Unsigned first: nlohmann's get_ptr<number_integer_t*> also answers for unsigned values.
+    if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) {
+      if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return error(fmt::format("'{}' = {} is too large for a size", f.name, *u));
+      return static_cast<int64_t>(*u);
+    }
+    if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return static_cast<int64_t>(*i);
+    if (const auto* d = v.get_ptr<const json::number_float_t*>()) {
+      if (!std::isfinite(*d) || *d != std::trunc(*d))
+        return error(fmt::format("'{}' must be an integer, got {}", f.name, *d));
+      if (std::fabs(*d) > 9.0e18) return error(fmt::format("'{}' = {} is too large for a size", f.name, *d));
+      return static_cast<int64_t>(*d);
+    }
+    return error(fmt::format("'{}' must be an integer, got {}", f.name, describe(v)));
+  }
+
+ private:
+  static std::optional<Found> find_in(const json& object, const Key& key, std::string_view prefix) {
+    for (std::string_view name : key.spellings) {
+      if (name.empty()) break;
+      if (auto it = object.find(std::string{name}); it != object.end())
+        return Found{fmt::format("{}{}", prefix, name), &*it};
+    }
+    return std::nullopt;
+  }
+
+  const json& config_;
+  const json* wrapper_;
+  const json* class_defaults_;
+  std::string source_;
+};
+
+Expected<ActFn> read_activation(const ConfigReader& r, const ArchTraits& arch) {
+  const Key key{{arch.act_key}};
+  auto name = r.optional_string(key);
+  if (!name) return name.error();
+  if (!*name) return arch.default_act;
+  for (const auto& a : kActNames)
+    if (a.name == **name) return a.fn;
+  std::vector<std::string_view> known;
+  for (const auto& a : kActNames) known.push_back(a.name);
+  return r.error(fmt::format("'{}' = \"{}\" is not a supported activation; use one of {}", arch.act_key,
+                             one_line(**name, 40), fmt::join(known, ", ")));
+}
+
+/// The attention window of every layer, per the architecture's sliding-window style, or from an
+/// explicit `layer_types` list (newer transformers write one).
+Expected<std::vector<int64_t>> read_windows(const ConfigReader& r, const ArchTraits& arch, int64_t num_layers) {
+  std::vector<int64_t> windows(static_cast<size_t>(num_layers), 0);
+  if (arch.window == WindowStyle::kNone) return windows;
+
+  // Null means "no window" (HF's None); absent means the class default.
+  auto window_key = r.find(kSlidingWindow);
+  int64_t window = arch.default_window;
+  if (window_key) {
+    auto w = r.optional_int(kSlidingWindow, 0, kMaxPositions);
+    if (!w) return w.error();
+    window = w->value_or(0);
+  }
+  int64_t first_sliding = 0;
+  if (arch.window == WindowStyle::kFromMaxWindowLayer) {
+    auto use = r.bool_or(kUseSlidingWindow, false);
+    if (!use) return use.error();
+    if (!*use) return windows;
+    auto max_window_layers = r.int_or(kMaxWindowLayers, 28, 0, kMaxLayers);
+    if (!max_window_layers) return max_window_layers.error();
+    first_sliding = *max_window_layers;
+  }
+
+  if (auto types = r.find(kLayerTypes); types && !types->value->is_null()) {
+    const json& list = *types->value;
+    if (!list.is_array() || static_cast<int64_t>(list.size()) != num_layers)
+      return r.error(fmt::format("'{}' must be a list of {} strings (one per layer), got {}", types->name,
+                                 num_layers, describe(list)));
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& t = list[i];
+      if (t == "full_attention") continue;
+      if (t != "sliding_attention")
+        return r.error(fmt::format("'{}'[{}] = {} is not supported; use \"full_attention\" or \"sliding_attention\"",
+                                   types->name, i, describe(t)));
+      if (window == 0)
+        return r.error(fmt::format("'{}'[{}] is sliding_attention but sliding_window is null", types->name, i));
+      windows[i] = window;
+    }
+    return windows;
+  }
+
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const bool sliding = arch.window == WindowStyle::kEvenLayers ? i % 2 == 0 : i >= first_sliding;
+    windows[static_cast<size_t>(i)] = sliding ? window : 0;
+  }
+  return windows;
+}
+
+/// Which layers hold routed experts, per the MoE style's keys.
+Expected<std::vector<bool>> read_moe_layers(const ConfigReader& r, const ArchTraits& arch, int64_t num_layers,
+                                            int64_t num_experts) {
+  std::vector<bool> moe(static_cast<size_t>(num_layers), false);
+  if (num_experts == 0) return moe;
+  switch (arch.moe) {
+    case MoeStyle::kNone:
+      return moe;
+    case MoeStyle::kMixtral:
+      moe.assign(moe.size(), true);
+      return moe;
+    case MoeStyle::kQwen2Moe:
+    case MoeStyle::kQwen3Moe: {
+      // HF: MoE when layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0.
+      auto step = r.int_or(kDecoderSparseStep, 1, 1, kMaxLayers);
+      if (!step) return step.error();
+      std::set<int64_t> mlp_only;
+      if (auto f = r.find(kMlpOnlyLayers); f && !f->value->is_null()) {
+        if (!f->value->is_array())
+          return r.error(fmt::format("'{}' must be a list of layer indices, got {}", f->name, describe(*f->value)));
+        for (const json& v : *f->value) {
+          auto i = r.to_int({f->name, &v});
+          if (!i) return i.error();
+          mlp_only.insert(*i);
+        }
+      }
+      for (int64_t i = 0; i < num_layers; ++i)
+        moe[static_cast<size_t>(i)] = !mlp_only.contains(i) && (i + 1) % *step == 0;
+      return moe;
+    }
+    case MoeStyle::kDeepseek: {
+      // HF: MoE when layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0.
+      auto first_dense = r.int_or(kFirstDenseLayers, 3, 0, kMaxLayers);
+      if (!first_dense) return first_dense.error();
+      auto freq = r.int_or(kMoeLayerFreq, 1, 1, kMaxLayers);
+      if (!freq) return freq.error();
+      for (int64_t i = 0; i < num_layers; ++i) moe[static_cast<size_t>(i)] = i >= *first_dense && i % *freq == 0;
+      return moe;
+    }
+  }
+  return moe;
+}
+
+Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTraits& arch, int64_t ffn) {
+  if (arch.moe == MoeStyle::kNone) return std::optional<MoeSpec>{};
+  const MoeDefaults& d = arch.moe_defaults;
+  MoeSpec moe;
+  auto experts = r.int_or(kNumExperts, d.num_experts, 0, kMaxExperts);
+  if (!experts) return experts.error();
+  if (*experts == 0) return std::optional<MoeSpec>{};  // HF falls back to the dense MLP
+  moe.num_experts = *experts;
+  auto top_k = r.int_or(kExpertsPerToken, d.experts_per_token, 1, moe.num_experts);
+  if (!top_k) return top_k.error();
+  moe.experts_per_token = *top_k;
+  if (arch.moe == MoeStyle::kMixtral) {
+    if (ffn == 0) return r.error("missing required key 'intermediate_size' (the size of one expert)");
+    moe.expert_ffn = ffn;
+  } else {
+    auto expert_ffn = r.int_or(kMoeIntermediateSize, d.expert_ffn, 1, kMaxFfn);
+    if (!expert_ffn) return expert_ffn.error();
+    moe.expert_ffn = *expert_ffn;
+  }
+  if (arch.moe != MoeStyle::kMixtral) {
+    // Qwen2-MoE / Qwen3-MoE config classes default to false, DeepSeek-V3's to true.
+    auto normalize = r.bool_or(kNormTopkProb, arch.moe == MoeStyle::kDeepseek);
+    if (!normalize) return normalize.error();
+    moe.normalize_topk = *normalize;
+  }
+  if (arch.moe == MoeStyle::kQwen2Moe) {
+    auto shared = r.int_or(kSharedExpertSize, d.shared_ffn, 0, kMaxFfn);
+    if (!shared) return shared.error();
+    moe.shared_ffn = *shared;
+    moe.shared_expert_gate = *shared > 0;
+  }
+  if (arch.moe == MoeStyle::kDeepseek) {
+    // shared experts are n_shared_experts experts of moe_intermediate_size, run as one MLP.
+    auto shared = r.int_or(kNumSharedExperts, d.shared_ffn, 0, 1024);
+    if (!shared) return shared.error();
+    moe.shared_ffn = checked_mul(*shared, moe.expert_ffn);
+    moe.router_bias = true;  // e_score_correction_bias, a parameter in the checkpoint
+  }
+  return std::optional<MoeSpec>{moe};
+}
+
+Expected<std::optional<MlaSpec>> read_mla(const ConfigReader& r, const ArchTraits& arch) {
+  if (!arch.mla) return std::optional<MlaSpec>{};
+  if (!r.find(kQLoraRank))
+    return r.error("missing required key 'q_lora_rank'; use null when q is projected directly");
+  MlaSpec mla;
+  struct Field {
+    const Key& key;
+    int64_t& value;
+    bool nullable;
+  };
+  const Field fields[] = {
+      {kQLoraRank, mla.q_lora_rank, true},           {kKvLoraRank, mla.kv_lora_rank, false},
+      {kQkNopeHeadDim, mla.qk_nope_head_dim, false}, {kQkRopeHeadDim, mla.qk_rope_head_dim, false},
+      {kVHeadDim, mla.v_head_dim, false},
+  };
+  for (const auto& f : fields) {
+    auto v = f.nullable ? r.int_or(f.key, 0, 1, kMaxDim) : r.required_int(f.key, 1, kMaxDim);
+    if (!v) return v.error();
+    f.value = *v;
+  }
+  auto bias = r.bool_or(kAttentionBias, false);
+  if (!bias) return bias.error();
+  if (*bias) return r.error("'attention_bias' = true is not supported with multi-head latent attention");
+  return std::optional<MlaSpec>{mla};
+}
+
+/// Dropout probabilities, [0, 1).
+Expected<void> read_dropouts(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
+  struct Field {
+    const Key& key;
+    double& value;
+  };
+  const Field fields[] = {{kHiddenDropout, spec.hidden_dropout},
+                          {kAttentionDropout, spec.attention_dropout},
+                          {kEmbeddingDropout, spec.embedding_dropout}};
+  for (const auto& f : fields) {
+    auto v = r.double_or(f.key, arch.default_dropout, 0.0, 0.999);
+    if (!v) return v.error();
+    f.value = *v;
+  }
+  return {};
+}
+
+Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std::string display_name) {
+  ModelSpec spec;
+  spec.name = std::move(display_name);
+  spec.model_type = std::string{arch.model_type};
+
+  // Core sizes.
+  struct SizeField {
+    const Key& key;
+    int64_t& value;
+    int64_t max;
+  };
+  const SizeField sizes[] = {{kHiddenSize, spec.hidden, kMaxDim},
+                             {kNumLayers, spec.num_layers, kMaxLayers},
+                             {kNumHeads, spec.num_heads, kMaxDim},
+                             {kVocabSize, spec.vocab, kMaxVocab}};
+  for (const auto& f : sizes) {
+    auto v = r.required_int(f.key, 1, f.max);
+    if (!v) return v.error();
+    f.value = *v;
+  }
+  // Absent means multi-head attention (GPT-2, GPT-NeoX have no such key).
+  auto kv_heads = r.int_or(kNumKvHeads, spec.num_heads, 1, kMaxDim);
+  if (!kv_heads) return kv_heads.error();
+  spec.num_kv_heads = *kv_heads;
+  if (spec.num_heads % spec.num_kv_heads != 0)
+    return r.error(fmt::format("num_attention_heads ({}) is not divisible by num_key_value_heads ({}); "
+                               "grouped-query attention needs whole groups",
+                               spec.num_heads, spec.num_kv_heads));
+
+  auto mla = read_mla(r, arch);
+  if (!mla) return mla.error();
+  spec.mla = *mla;
+  auto head_dim = r.optional_int(kHeadDim, 1, kMaxDim);
+  if (!head_dim) return head_dim.error();
+  if (spec.mla) {
+    spec.head_dim = spec.mla->qk_head_dim();  // the per-head width of q and (decompressed) k
+  } else if (*head_dim) {
+    spec.head_dim = **head_dim;
+  } else if (arch.default_head_dim > 0) {
+    spec.head_dim = arch.default_head_dim;
+  } else {
+    if (spec.hidden % spec.num_heads != 0)
+      return r.error(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}); set head_dim",
+                                 spec.hidden, spec.num_heads));
+    spec.head_dim = spec.hidden / spec.num_heads;
+  }
+
+  auto max_positions = r.int_or(kMaxPositionEmbeddings, arch.default_max_positions, 1, kMaxPositions);
+  if (!max_positions) return max_positions.error();
+  spec.max_positions = *max_positions;
+
+  auto ffn = r.optional_int(kIntermediateSize, 1, kMaxFfn);
+  if (!ffn) return ffn.error();
+  const int64_t dense_ffn = ffn->value_or(arch.default_ffn_multiple * spec.hidden);
+
+  // Layer structure, hard-coded by the modeling class.
+  spec.norm = arch.norm;
+  spec.norm_bias = arch.norm_bias;
+  spec.gated_mlp = arch.gated_mlp;
+  spec.fused_qkv = arch.fused_qkv;
+  spec.fused_gate_up = arch.fused_gate_up;
+  spec.learned_positions = arch.learned_positions;
+  spec.qk_norm = arch.qk_norm;
+  spec.sandwich_norms = arch.sandwich_norms;
+  spec.embedding_scaled = arch.embedding_scaled;
+
+  auto act = read_activation(r, arch);
+  if (!act) return act.error();
+  spec.act = *act;
+  auto eps = r.double_or(kNormEps, arch.default_norm_eps, 0.0, 1.0);
+  if (!eps) return eps.error();
+  spec.norm_eps = *eps;
+
+  spec.qkv_bias = arch.qkv_bias;
+  spec.o_bias = arch.o_bias;
+  if (arch.attention_bias_key && !arch.mla) {
+    auto bias = r.bool_or(kAttentionBias, arch.qkv_bias);
+    if (!bias) return bias.error();
+    spec.qkv_bias = spec.o_bias = *bias;
+  }
+  spec.mlp_bias = arch.mlp_bias;
+  if (arch.mlp_bias_key) {
+    auto bias = r.bool_or(kMlpBias, arch.mlp_bias);
+    if (!bias) return bias.error();
+    spec.mlp_bias = *bias;
+  }
+  auto tied = r.bool_or(kTieWordEmbeddings, arch.tie_embeddings);
+  if (!tied) return tied.error();
+  spec.tied_embeddings = *tied;
+  auto parallel = r.bool_or(kParallelResidual, arch.parallel_residual);
+  if (!parallel) return parallel.error();
+  spec.parallel_residual = *parallel;
+
+  // Partial rotary: top-level key, else inside rope_parameters / rope_scaling (transformers v5).
+  double rotary_default = arch.default_rotary_fraction;
+  if (auto rope = r.find(kRopeParameters); rope && !rope->value->is_null()) {
+    if (!rope->value->is_object())
+      return r.error(fmt::format("'{}' must be an object or null, got {}", rope->name, describe(*rope->value)));
+    if (auto it = rope->value->find("partial_rotary_factor"); it != rope->value->end() && !it->is_null()) {
+      if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
+        return r.error(fmt::format("'{}.partial_rotary_factor' must be a number in (0, 1], got {}", rope->name,
+                                   describe(*it)));
+      rotary_default = it->get<double>();
+    }
+  }
+  auto rotary = r.double_or(kRotaryFraction, rotary_default, 0.0, 1.0);
+  if (!rotary) return rotary.error();
+  spec.rotary_fraction = *rotary;
+  auto attn_softcap = r.double_or(kAttnSoftcap, arch.default_attn_softcap, 0.0, 1e9);
+  if (!attn_softcap) return attn_softcap.error();
+  spec.attn_logit_softcap = *attn_softcap;
+  auto final_softcap = r.double_or(kFinalSoftcap, arch.default_final_softcap, 0.0, 1e9);
+  if (!final_softcap) return final_softcap.error();
+  spec.final_logit_softcap = *final_softcap;
+  if (auto d = read_dropouts(r, arch, spec); !d) return d.error();
+
+  // Absent dtype: PyTorch (and HF from_pretrained without torch_dtype) loads fp32.
+  auto dtype_name = r.optional_string(kDtype);
+  if (!dtype_name) return dtype_name.error();
+  spec.dtype = DType::kFP32;
+  if (*dtype_name) {
+    auto dtype = parse_dtype(**dtype_name);
+    if (!dtype) return r.error(fmt::format("torch_dtype: {}", one_line(dtype.error().message)));
+    spec.dtype = *dtype;
+  }
+
+  // Per-layer data.
+  auto moe = read_moe(r, arch, dense_ffn);
+  if (!moe) return moe.error();
+  spec.moe = *moe;
+  auto moe_layers = read_moe_layers(r, arch, spec.num_layers, spec.moe ? spec.moe->num_experts : 0);
+  if (!moe_layers) return moe_layers.error();
+  auto windows = read_windows(r, arch, spec.num_layers);
+  if (!windows) return windows.error();
+  spec.layers.resize(static_cast<size_t>(spec.num_layers));
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    LayerSpec& layer = spec.layers[i];
+    layer.moe = (*moe_layers)[i];
+    layer.sliding_window = (*windows)[i];
+    if (!layer.moe) {
+      if (dense_ffn == 0)
+        return r.error(fmt::format("missing required key 'intermediate_size' (layer {} has a dense MLP)", i));
+      layer.ffn = dense_ffn;
+    }
+  }
+  if (spec.moe && spec.num_moe_layers() == 0) spec.moe.reset();
+
+  if (auto valid = spec.validate(); !valid) return r.error(valid.error().message);
+  // Every later product of sizes must fit in int64; counting the parameters once proves it.
+  try {
+    (void)count_params(spec).total();
+  } catch (const OverflowError&) {
+    return r.error("the model's parameter count overflows int64; check the sizes");
+  }
+  return spec;
+}
+
+/// nlohmann messages start with "[json.exception.parse_error.101] "; keep the readable part.
+std::string json_error_text(const json::exception& e) {
+  std::string_view text = e.what();
+  if (auto close = text.find("] "); text.starts_with("[json.exception") && close != std::string_view::npos)
+    text.remove_prefix(close + 2);
+  return one_line(text, 160);
+}
+
+Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_name) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    return Error{fmt::format("{}: malformed JSON: {}", display_name, json_error_text(e))};
+  }
+  if (!root.is_object())
+    return Error{fmt::format("{}: config.json must be a JSON object, got {}", display_name, root.type_name())};
+
+  // Multimodal wrappers (LLaVA, PaliGemma, ...) describe the language model in text_config.
+  const json* config = &root;
+  const json* wrapper = nullptr;
+  if (auto it = root.find("text_config"); it != root.end() && !it->is_null()) {
+    if (!it->is_object())
+      return Error{fmt::format("{}: 'text_config' must be an object, got {}", display_name, describe(*it))};
+    config = &*it;
+    wrapper = &root;
+  }
+  const ConfigReader untyped(*config, wrapper, nullptr, display_name);
+  auto model_type = untyped.optional_string(kModelType);
+  if (!model_type) return model_type.error();
+  if (!*model_type)
+    return untyped.error(fmt::format("missing required key '{}model_type'; add e.g. \"model_type\": \"llama\"",
+                                     wrapper ? "text_config." : ""));
+  auto arch = find_arch(**model_type);
+  if (!arch) return untyped.error(arch.error().message);
+
+  json class_defaults;
+  if (wrapper && !(*arch)->nested_defaults_json.empty())
+    class_defaults = json::parse((*arch)->nested_defaults_json);  // our own text: well-formed
+  const ConfigReader reader(*config, wrapper, class_defaults.is_object() ? &class_defaults : nullptr,
+                            display_name);
+  return read_spec(reader, **arch, std::move(display_name));
+}
+
+}  // namespace
+
+Expected<ModelSpec> parse_hf_config(std::string_view json_text, std::string display_name) {
+  // The readers above return Errors and do not throw; this is the boundary that guarantees it.
+  try {
+    return parse_impl(json_text, std::move(display_name));
+  } catch (const json::exception& e) {
+    return Error{fmt::format("config.json: {}", json_error_text(e))};
+  } catch (const OverflowError& e) {
+    return Error{fmt::format("config.json: {}", e.what())};
+  }
+}
+
+Expected<ModelSpec> load_hf_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{fmt::format("cannot read config file '{}': {}", path, std::strerror(errno))};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error{fmt::format("cannot read config file '{}': read failed", path)};
+  return parse_hf_config(text.str(), path);
+}
+
+}  // namespace actmem

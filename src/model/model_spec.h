@@ -1,0 +1,132 @@
+// ModelSpec: the plain description of a transformer that every estimate starts from.
+// It is filled from a HuggingFace config.json (hf_config.h) or a built-in preset (presets.h),
+// and read, never written, by the parameter, static-memory, activation and serving code.
+// Where layers differ (dense vs MoE, sliding-window vs global), the difference is per-layer data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/dtype.h"
+#include "util/expected.h"
+
+namespace actmem {
+
+/// Bounds on what a model may say; beyond them it is a typo, not a model (the largest public
+/// configs are ~1e5 hidden, ~1e6 vocab). They keep every later product of sizes inside int64.
+/// The config reader and ModelSpec::validate() both check against these.
+namespace limits {
+constexpr int64_t kMaxDim = int64_t{1} << 24;      // hidden, heads, head_dim, ranks
+constexpr int64_t kMaxFfn = kMaxDim * 16;          // intermediate sizes
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxVocab = int64_t{1} << 31;
+constexpr int64_t kMaxPositions = int64_t{1} << 31;
+constexpr int64_t kMaxExperts = int64_t{1} << 20;
+}  // namespace limits
+
+enum class NormKind { kLayerNorm, kRMSNorm };
+
+/// The MLP's activation, as HF spells it in `hidden_act`; the spelling matters for activation
+/// memory because the Python-formula gelu_new saves four tensors and the fused ops save one.
+enum class ActFn {
+  kGelu,          // "gelu": exact erf GeLU, one fused op
+  kGeluNew,       // "gelu_new": the tanh approximation written as a Python formula (GPT-2)
+  kGeluTanh,      // "gelu_pytorch_tanh" / "gelu_fast": tanh approximation as one fused op
+  kSilu,          // "silu" / "swish"
+  kRelu,          // "relu"
+};
+
+/// Mixture-of-experts shape, shared by all MoE layers of a model.
+struct MoeSpec {
+  int64_t num_experts = 0;          // routed experts (E)
+  int64_t experts_per_token = 0;    // top-k
+  int64_t expert_ffn = 0;           // intermediate size of one routed expert
+  int64_t shared_ffn = 0;           // total intermediate size of the shared expert(s), 0 = none
+  bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(Linear(h, 1)) scales the shared expert
+  bool router_bias = false;         // DeepSeek-V3: e_score_correction_bias (E values) per MoE layer
+  double capacity_factor = 0.0;     // 0 = dropless (HF, Megatron default); else tokens per expert cap
+  bool normalize_topk = true;       // norm_topk_prob: top-k weights divided by their sum (Mixtral: always)
+};
+
+/// Multi-head latent attention (DeepSeek-V2/V3).
+struct MlaSpec {
+  int64_t q_lora_rank = 0;  // 0 = q is projected directly from h
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
+/// What differs from layer to layer.
+struct LayerSpec {
+  bool moe = false;            // routed experts instead of the dense MLP
+  int64_t ffn = 0;             // dense MLP intermediate size (unused when moe)
+  int64_t sliding_window = 0;  // 0 = global attention; else the window in tokens
+};
+
+/// KV heads one tensor-parallel rank holds: kv/tp, and at least one (when kv < tp each rank keeps
+/// one head, replicated tp/kv times, as vLLM and TransformerEngine do). Layouts are validated so that
+/// kv % tp == 0 or tp % kv == 0. Example: kv_heads_per_rank(8, 4) == 2, kv_heads_per_rank(8, 16) == 1.
+inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tp) { return kv_heads >= tp ? kv_heads / tp : 1; }
+
+struct ModelSpec {
+  std::string name;        // preset name or config path, for display
+  std::string model_type;  // HF model_type ("llama", "gpt2", ...)
+
+  int64_t hidden = 0;        // h
+  int64_t num_layers = 0;    // L
+  int64_t num_heads = 0;     // a
+  int64_t num_kv_heads = 0;  // kv (== a for MHA, 1 for MQA)
+  int64_t head_dim = 0;      // d (may differ from h/a)
+  int64_t vocab = 0;         // V
+  int64_t max_positions = 0; // learned position table size (GPT-2); context limit otherwise
+
+  NormKind norm = NormKind::kRMSNorm;
+  bool norm_bias = false;          // LayerNorm with bias
+  double norm_eps = 1e-5;
+  bool gated_mlp = true;           // SwiGLU/GeGLU: gate, up, down
+  ActFn act = ActFn::kSilu;
+  bool fused_qkv = false;          // one projection whose output holds q, k, v (GPT-2, NeoX, Phi-3)
+  bool fused_gate_up = false;      // one projection whose output holds gate and up (Phi-3)
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool lm_head_bias = false;
+  bool tied_embeddings = false;
+  bool learned_positions = false;  // absolute position embedding table (GPT-2)
+  bool parallel_residual = false;  // GPT-NeoX: attention and MLP read the same input
+  bool qk_norm = false;            // Qwen3: RMSNorm over head_dim on q and k
+  bool sandwich_norms = false;     // Gemma 2: extra norms after attention and after the MLP
+  bool embedding_scaled = false;   // Gemma: embeddings multiplied by sqrt(h)
+  double rotary_fraction = 1.0;    // GPT-NeoX rotary_pct: share of head_dim that is rotated
+  double attn_logit_softcap = 0.0; // Gemma 2
+  double final_logit_softcap = 0.0;
+
+  double hidden_dropout = 0.0;     // after attention output projection and after the MLP
+  double attention_dropout = 0.0;  // on the attention probabilities
+  double embedding_dropout = 0.0;
+
+  DType dtype = DType::kBF16;  // the config's torch_dtype / dtype
+
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+  std::vector<LayerSpec> layers;  // size num_layers
+
+  // Derived sizes (llama.cpp style accessors).
+  int64_t q_dim() const { return mla ? num_heads * mla->qk_head_dim() : num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  int64_t v_dim() const { return mla ? num_heads * mla->v_head_dim : num_kv_heads * head_dim; }
+  int64_t attn_out_dim() const { return mla ? num_heads * mla->v_head_dim : num_heads * head_dim; }
+  /// KV heads per TP rank (see the free function). Example: Llama-3-70B (kv 8) at tp 16 keeps 1.
+  int64_t kv_heads_per_rank(int64_t tp) const { return actmem::kv_heads_per_rank(num_kv_heads, tp); }
+  int64_t num_moe_layers() const;
+  bool is_moe() const { return moe.has_value() && num_moe_layers() > 0; }
+
+  /// Checks that the shape is self-consistent and within sane bounds; the Error names the field.
+  Expected<void> validate() const;
+};
+
+}  // namespace actmem

@@ -1,0 +1,215 @@
+#include "model/weight_tensors.h"
+
+#include <algorithm>
+
+#include "util/bytes.h"  // ceil_div, checked arithmetic
+
+namespace actmem {
+
+int64_t WeightTensor::rank_rows(int64_t tp) const {
+  switch (shard) {
+    case WeightShard::kColumn:
+    case WeightShard::kVocab:
+      return ceil_div(rows, tp);
+    case WeightShard::kKvHeads:
+      return kv_heads_per_rank(heads, tp) * (rows / heads);
+    default:
+      return rows;
+  }
+}
+
+int64_t WeightTensor::rank_cols(int64_t tp) const { return shard == WeightShard::kRow ? ceil_div(cols, tp) : cols; }
+
+int64_t WeightTensor::numel() const { return checked_mul(rows, cols); }
+
+namespace {
+
+/// Collects tensors, merging identical shapes of different layers into one row with a count.
+/// Tensors added are tagged with the part set last (set_part), so the shape helpers stay part-blind.
+class TensorList {
+ public:
+  void set_part(WeightPart part) { part_ = part; }
+  void add(WeightTensor t) {
+    auto same = [&](const WeightTensor& o) {
+      return o.name == t.name && o.rows == t.rows && o.cols == t.cols && o.role == t.role && o.shard == t.shard &&
+             o.heads == t.heads && o.part == t.part;
+    };
+    if (auto it = std::find_if(list_.begin(), list_.end(), same); it != list_.end())
+      it->count += t.count;
+    else
+      list_.push_back(std::move(t));
+  }
+  void matrix(std::string name, int64_t rows, int64_t cols, WeightRole role, WeightShard shard,
+              std::string rows_symbol, std::string cols_symbol, int64_t count = 1) {
+    add({std::move(name), count, rows, cols, role, shard, 0, std::move(rows_symbol), std::move(cols_symbol), part_});
+  }
+  void vector(std::string name, int64_t size, WeightRole role, WeightShard shard, std::string symbol,
+              int64_t count = 1) {
+    add({std::move(name), count, size, 1, role, shard, 0, std::move(symbol), "1", part_});
+  }
+  void kv_matrix(std::string name, int64_t heads, int64_t head_dim, int64_t cols, WeightRole role,
+                 std::string cols_symbol) {
+    add({std::move(name), 1, heads * head_dim, cols, role, WeightShard::kKvHeads, heads, "kv·d",
+         std::move(cols_symbol), part_});
+  }
+  std::vector<WeightTensor> take() { return std::move(list_); }
+
+ private:
+  std::vector<WeightTensor> list_;
+  WeightPart part_ = WeightPart::kAttention;
+};
+
+void add_norm(TensorList& out, const std::string& name, int64_t size, const char* symbol, bool bias) {
+  out.vector(name + ".weight", size, WeightRole::kNorm, WeightShard::kReplicated, symbol);
+  if (bias) out.vector(name + ".bias", size, WeightRole::kNorm, WeightShard::kReplicated, symbol);
+}
+
+void add_attention(TensorList& out, const ModelSpec& m) {
+  const int64_t h = m.hidden;
+  constexpr auto kLinear = WeightRole::kLinear;
+  if (m.mla) {
+    const MlaSpec& mla = *m.mla;
+    if (mla.q_lora_rank > 0) {
+      out.matrix("attn.q_a_proj", mla.q_lora_rank, h, kLinear, WeightShard::kReplicated, "r_q", "h");
+      add_norm(out, "attn.q_a_layernorm", mla.q_lora_rank, "r_q", false);
+      out.matrix("attn.q_b_proj", m.q_dim(), mla.q_lora_rank, kLinear, WeightShard::kColumn, "a·(d_nope+d_rope)",
+                 "r_q");
+    } else {
+      out.matrix("attn.q_proj", m.q_dim(), h, kLinear, WeightShard::kColumn, "a·(d_nope+d_rope)", "h");
+    }
+    out.matrix("attn.kv_a_proj_with_mqa", mla.kv_lora_rank + mla.qk_rope_head_dim, h, kLinear,
+               WeightShard::kReplicated, "(r_kv+d_rope)", "h");
+    add_norm(out, "attn.kv_a_layernorm", mla.kv_lora_rank, "r_kv", false);
+    out.matrix("attn.kv_b_proj", m.num_heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank, kLinear,
+               WeightShard::kColumn, "a·(d_nope+d_v)", "r_kv");
+    out.matrix("attn.o_proj", h, m.attn_out_dim(), kLinear, WeightShard::kRow, "h", "a·d_v");
+  } else {
+    // A fused QKV projection holds the same rows; vLLM's QKVParallelLinear shards q by heads and
+    // k, v by KV heads, so they are listed apart either way.
+    out.matrix("attn.q_proj", m.q_dim(), h, kLinear, WeightShard::kColumn, "a·d", "h");
+    out.kv_matrix("attn.k_proj", m.num_kv_heads, m.head_dim, h, kLinear, "h");
+    out.kv_matrix("attn.v_proj", m.num_kv_heads, m.head_dim, h, kLinear, "h");
+    if (m.qkv_bias) {
+      out.vector("attn.q_proj.bias", m.q_dim(), WeightRole::kBias, WeightShard::kColumn, "a·d");
+      out.kv_matrix("attn.k_proj.bias", m.num_kv_heads, m.head_dim, 1, WeightRole::kBias, "1");
+      out.kv_matrix("attn.v_proj.bias", m.num_kv_heads, m.head_dim, 1, WeightRole::kBias, "1");
+    }
+    if (m.qk_norm) {
+      add_norm(out, "attn.q_norm", m.head_dim, "d", false);
+      add_norm(out, "attn.k_norm", m.head_dim, "d", false);
+    }
+    out.matrix("attn.o_proj", h, m.attn_out_dim(), kLinear, WeightShard::kRow, "h", "a·d");
+  }
+  if (m.o_bias) out.vector("attn.o_proj.bias", h, WeightRole::kBias, WeightShard::kReplicated, "h");
+}
+
+/// gate/up/down (or up/down = fc1/fc2) of an MLP of intermediate size f, `count` times (experts).
+void add_mlp(TensorList& out, const ModelSpec& m, const std::string& prefix, int64_t f, const char* f_symbol,
+             int64_t count, bool bias) {
+  const int64_t h = m.hidden;
+  constexpr auto kLinear = WeightRole::kLinear;
+  if (m.gated_mlp) out.matrix(prefix + ".gate_proj", f, h, kLinear, WeightShard::kColumn, f_symbol, "h", count);
+  out.matrix(prefix + ".up_proj", f, h, kLinear, WeightShard::kColumn, f_symbol, "h", count);
+  out.matrix(prefix + ".down_proj", h, f, kLinear, WeightShard::kRow, "h", f_symbol, count);
+  if (bias) {
+    if (m.gated_mlp)
+      out.vector(prefix + ".gate_proj.bias", f, WeightRole::kBias, WeightShard::kColumn, f_symbol, count);
+    out.vector(prefix + ".up_proj.bias", f, WeightRole::kBias, WeightShard::kColumn, f_symbol, count);
+    out.vector(prefix + ".down_proj.bias", h, WeightRole::kBias, WeightShard::kReplicated, "h", count);
+  }
+}
+
+}  // namespace
+
+std::vector<WeightTensor> layer_weight_tensors(const ModelSpec& m, const LayerSpec& layer) {
+  TensorList out;
+  out.set_part(WeightPart::kLayerNorm);
+  add_norm(out, "input_layernorm", m.hidden, "h", m.norm_bias);
+  out.set_part(WeightPart::kAttention);
+  add_attention(out, m);
+  out.set_part(WeightPart::kLayerNorm);
+  add_norm(out, "post_attention_layernorm", m.hidden, "h", m.norm_bias);
+  if (m.sandwich_norms) {
+    add_norm(out, "pre_feedforward_layernorm", m.hidden, "h", m.norm_bias);
+    add_norm(out, "post_feedforward_layernorm", m.hidden, "h", m.norm_bias);
+  }
+  if (layer.moe && m.moe) {
+    const MoeSpec& moe = *m.moe;
+    out.set_part(WeightPart::kRouter);
+    out.matrix("mlp.router", moe.num_experts, m.hidden, WeightRole::kRouter, WeightShard::kReplicated, "E", "h");
+    if (moe.router_bias)
+      out.vector("mlp.router.bias", moe.num_experts, WeightRole::kRouter, WeightShard::kReplicated, "E");
+    // Without expert parallelism vLLM splits every expert's intermediate size over the TP ranks.
+    out.set_part(WeightPart::kRoutedExperts);
+    add_mlp(out, m, "mlp.experts", moe.expert_ffn, "f_e", moe.num_experts, m.mlp_bias);
+    out.set_part(WeightPart::kSharedExperts);
+    if (moe.shared_ffn > 0) add_mlp(out, m, "mlp.shared_experts", moe.shared_ffn, "f_s", 1, m.mlp_bias);
+    out.set_part(WeightPart::kSharedExpertGate);
+    if (moe.shared_expert_gate)
+      out.matrix("mlp.shared_expert_gate", 1, m.hidden, WeightRole::kRouter, WeightShard::kReplicated, "1", "h");
+  } else {
+    out.set_part(WeightPart::kMlp);
+    add_mlp(out, m, "mlp", layer.ffn, "f", 1, m.mlp_bias);
+  }
+  return out.take();
+}
+
+std::vector<WeightTensor> embedding_weight_tensors(const ModelSpec& m) {
+  TensorList out;
+  out.set_part(WeightPart::kEmbedding);
+  out.matrix("embed_tokens", m.vocab, m.hidden, WeightRole::kEmbedding, WeightShard::kVocab, "V", "h");
+  if (m.learned_positions)
+    out.matrix("embed_positions", m.max_positions, m.hidden, WeightRole::kEmbedding, WeightShard::kReplicated, "P",
+               "h");
+  return out.take();
+}
+
+std::vector<WeightTensor> head_weight_tensors(const ModelSpec& m) {
+  TensorList out;
+  out.set_part(WeightPart::kFinalNorm);
+  add_norm(out, "norm", m.hidden, "h", m.norm_bias);
+  out.set_part(WeightPart::kLmHead);
+  if (!m.tied_embeddings)
+    out.matrix("lm_head", m.vocab, m.hidden, WeightRole::kLmHead, WeightShard::kVocab, "V", "h");
+  if (m.lm_head_bias) out.vector("lm_head.bias", m.vocab, WeightRole::kBias, WeightShard::kVocab, "V");
+  return out.take();
+}
+
+std::vector<WeightTensor> weight_tensors(const ModelSpec& m) {
+  TensorList out;
+  for (WeightTensor& t : embedding_weight_tensors(m)) out.add(std::move(t));
+  for (const LayerSpec& layer : m.layers)
+    for (WeightTensor& t : layer_weight_tensors(m, layer)) out.add(std::move(t));
+  for (WeightTensor& t : head_weight_tensors(m)) out.add(std::move(t));
+  return out.take();
+}
+
+int64_t total_weight_elements(const std::vector<WeightTensor>& tensors) {
+  int64_t sum = 0;
+  for (const auto& t : tensors) sum = checked_add(sum, checked_mul(t.numel(), t.count));
+  return sum;
+}
+
+double linear_macs_per_token(const ModelSpec& m, const LayerSpec& layer) {
+  double macs = 0;
+  for (const WeightTensor& t : layer_weight_tensors(m, layer)) {
+    // Matrices only (a vector, cols == 1, is a bias or norm: no multiply-accumulate per element).
+    const bool matmul = t.cols > 1 && (t.role == WeightRole::kLinear || t.part == WeightPart::kRouter);
+    if (!matmul) continue;
+    // A token passes through k of the E routed experts, and once through everything else.
+    const int64_t copies = t.part == WeightPart::kRoutedExperts ? m.moe->experts_per_token : t.count;
+    // In double, as the FLOP counts are (exact below 2^53, every real model; no overflow above).
+    macs += static_cast<double>(t.rows) * static_cast<double>(t.cols) * static_cast<double>(copies);
+  }
+  return macs;
+}
+
+double lm_head_macs_per_token(const ModelSpec& m) {
+  // A tied head multiplies by the embedding matrix, which has the same V × h shape.
+  for (const WeightTensor& t : head_weight_tensors(m))
+    if (t.role == WeightRole::kLmHead) return static_cast<double>(t.rows) * static_cast<double>(t.cols);
+  const std::vector<WeightTensor> embedding = embedding_weight_tensors(m);  // embed_tokens first
+  return static_cast<double>(embedding.front().rows) * static_cast<double>(embedding.front().cols);
+}
+
+}  // namespace actmem

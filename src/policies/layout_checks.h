@@ -1,0 +1,268 @@
+// Every check of a layout against a model and workload, written once for two callers: evaluate()
+// needs only the kind and the option at fault (no strings on the hot path), explain() and the
+// Expected wrappers need the one-line message. A Reporter decides: its fail(kind, field, message)
+// calls the `message` lambda only when it wants the text.
+#pragma once
+
+#include <numeric>  // std::gcd
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "util/expected.h"
+#include "model/model_spec.h"
+#include "policies/options.h"
+
+namespace actmem::detail {
+
+/// Keeps the kind and the field; never formats.
+struct FastReporter {
+  ErrorKind kind = ErrorKind::kInvalid;
+  const char* field = "";
+  template <typename Message>
+  bool fail(ErrorKind k, const char* f, Message&&) {
+    kind = k;
+    field = f;
+    return false;
+  }
+};
+
+/// Keeps the whole Error.
+struct MessageReporter {
+  Error error;
+  template <typename Message>
+  bool fail(ErrorKind k, const char* f, Message&& message) {
+    error = Error{k, f, message()};
+    return false;
+  }
+};
+
+/// What the TP check needs of a model, computed once: every FFN size that TP splits shares the
+/// divisors of their gcd.
+struct TpFacts {
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  bool mla = false;
+  int64_t ffn_gcd = 0;  // gcd of the dense FFN sizes and the expert / shared-expert sizes
+  static TpFacts of(const ModelSpec& m) {
+    TpFacts f{m.num_heads, m.num_kv_heads, m.mla.has_value(), 0};
+    for (const auto& l : m.layers)
+      if (!l.moe) f.ffn_gcd = std::gcd(f.ffn_gcd, l.ffn);
+    if (m.moe) f.ffn_gcd = std::gcd(std::gcd(f.ffn_gcd, m.moe->expert_ffn), m.moe->shared_ffn);
+    return f;
+  }
+  // Does `tp` shard the model's heads? KV heads either divide evenly (kv % tp == 0) or, when there
+  // are fewer KV heads than ranks, are replicated: each rank holds one KV head, which needs
+  // tp % kv == 0. Megatron-LM itself asserts num_query_groups % tp == 0; vLLM and TransformerEngine
+  // based stacks replicate, and we follow them so that e.g. Llama-3-70B (kv = 8) at tp = 16 is
+  // still estimable.
+  bool fits(int64_t tp) const {
+    if (heads % tp != 0) return false;
+    if (!mla && kv_heads % tp != 0 && tp % kv_heads != 0) return false;
+    return ffn_gcd % tp == 0;
+  }
+};
+
+// Largest degree we suggest in an error message; the list is a hint, not a limit.
+constexpr int64_t kMaxSuggested = 128;
+
+template <typename Fits>
+std::string suggestions(int64_t limit, Fits&& fits) {
+  std::string out;
+  for (int64_t v = 1; v <= limit && v <= kMaxSuggested; ++v)
+    if (fits(v)) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out.empty() ? "1" : out;
+}
+
+/// Ranges of the numbers, the dtypes training keeps, dropout in [0, 1): needs no model.
+template <typename Reporter>
+bool check_options(const Workload& w, const Layout& l, Reporter& r) {
+  const auto& p = l.parallel;
+  const struct {
+    const char* field;
+    int64_t value, lo, hi;
+  } ranges[] = {
+      {"seq_len", l.seq_len, 1, limits::kMaxSeqLen},
+      {"micro_batch", l.micro_batch, 1, limits::kMaxMicroBatch},
+      {"dp", p.dp, 1, limits::kMaxDp},
+      {"tp", p.tp, 1, limits::kMaxTp},
+      {"pp", p.pp, 1, limits::kMaxPp},
+      {"vpp", p.vpp, 1, limits::kMaxVpp},
+      {"cp", p.cp, 1, limits::kMaxCp},
+      {"ep", p.ep, 1, limits::kMaxEp},
+      {"num_micro_batches", p.num_micro_batches, 0, limits::kMaxMicroBatches},
+      {"zero_stage", l.zero_stage, 0, 3},
+  };
+  for (const auto& x : ranges)
+    if (x.value < x.lo || x.value > x.hi)
+      return r.fail(ErrorKind::kInvalid, x.field,
+                    [&] { return fmt::format("@{} {} is out of range; use {}..{}", x.field, x.value, x.lo, x.hi); });
+  const struct {
+    const char* field;
+    DType type;
+  } dtypes[] = {{"dtype", w.dtype}, {"weight_dtype", w.weight_dtype}, {"grad_dtype", w.grad_dtype}};
+  for (const auto& d : dtypes)
+    if (d.type != DType::kBF16 && d.type != DType::kFP16 && d.type != DType::kFP32)
+      return r.fail(ErrorKind::kInvalid, d.field, [&] {
+        return fmt::format("@{} {}: training keeps bf16, fp16 or fp32 here; use one of those (quantized weights are "
+                           "for actmem serve)",
+                           d.field, dtype_name(d.type));
+      });
+  const struct {
+    const char* field;
+    std::optional<double> p;
+  } dropouts[] = {{"hidden_dropout", w.hidden_dropout}, {"attention_dropout", w.attention_dropout}};
+  for (const auto& d : dropouts)
+    if (d.p && !(*d.p >= 0.0 && *d.p < 1.0))
+      return r.fail(ErrorKind::kInvalid, d.field, [&] { return fmt::format("@{} {} must be in [0, 1)", d.field, *d.p); });
+  if (l.reserve < Bytes{0})
+    return r.fail(ErrorKind::kInvalid, "reserve", [] { return std::string("@reserve must not be negative"); });
+  return true;
+}
+
+/// The parallel layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,
+/// experts by ep, and so on. The message names the option and values that would work.
+template <typename Reporter>
+bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const ParallelLayout& layout, Reporter& r) {
+  const struct {
+    const char* field;
+    int64_t value;
+  } degrees[] = {{"dp", layout.dp}, {"tp", layout.tp}, {"pp", layout.pp},
+                 {"vpp", layout.vpp}, {"cp", layout.cp}, {"ep", layout.ep}};
+  for (const auto& d : degrees)
+    if (d.value < 1)
+      return r.fail(ErrorKind::kInvalid, d.field, [&] { return fmt::format("@{} {}: must be at least 1", d.field, d.value); });
+  if (layout.num_micro_batches < 0)
+    return r.fail(ErrorKind::kInvalid, "num_micro_batches", [&] {
+      return fmt::format("@num_micro_batches {}: must be >= 0 (0 = as many as the schedule holds)",
+                         layout.num_micro_batches);
+    });
+
+  if (!tp_facts.fits(layout.tp))
+    return r.fail(ErrorKind::kIncompatible, "tp", [&] {
+      std::string why;
+      if (model.num_heads % layout.tp != 0)
+        why = fmt::format("num_attention_heads ({}) is not divisible by {}", model.num_heads, layout.tp);
+      else if (!model.mla && model.num_kv_heads % layout.tp != 0 && layout.tp % model.num_kv_heads != 0)
+        why = fmt::format("num_key_value_heads ({}) neither divides nor is divisible by {}", model.num_kv_heads,
+                          layout.tp);
+      else
+        why = fmt::format("an FFN intermediate size is not divisible by {}", layout.tp);
+      return fmt::format("@tp {}: {}; valid @tp values: {}", layout.tp, why,
+                         suggestions(model.num_heads, [&](int64_t t) { return tp_facts.fits(t); }));
+    });
+  if (layout.sp && layout.tp == 1)
+    return r.fail(ErrorKind::kIncompatible, "sp", [] {
+      return std::string("@sp needs tensor parallelism: sequence parallelism splits what TP replicates; use @tp 2 or more");
+    });
+
+  const int64_t stages = layout.pp * layout.vpp;
+  if (model.num_layers % stages != 0)
+    return r.fail(ErrorKind::kIncompatible, "pp", [&] {
+      return fmt::format("@pp {} @vpp {}: num_hidden_layers ({}) is not divisible by pp·vpp = {}; valid @pp values "
+                         "with @vpp {}: {}",
+                         layout.pp, layout.vpp, model.num_layers, stages, layout.vpp,
+                         suggestions(model.num_layers, [&](int64_t p) {
+                           // the interleaved schedule itself needs pp >= 2
+                           return model.num_layers % (p * layout.vpp) == 0 && (layout.vpp == 1 || p > 1);
+                         }));
+    });
+  if (layout.vpp > 1 && layout.pp == 1)
+    return r.fail(ErrorKind::kIncompatible, "vpp", [&] {
+      return fmt::format("@vpp {}: the interleaved schedule needs pipeline parallelism; use @pp 2 or more, or @vpp 1",
+                         layout.vpp);
+    });
+  if (layout.vpp > 1 && layout.num_micro_batches > 0 && layout.num_micro_batches % layout.pp != 0)
+    return r.fail(ErrorKind::kIncompatible, "num_micro_batches", [&] {
+      return fmt::format("@num_micro_batches {}: the interleaved schedule needs a multiple of @pp ({}); e.g. {}",
+                         layout.num_micro_batches, layout.pp, (layout.num_micro_batches / layout.pp + 1) * layout.pp);
+    });
+
+  if (layout.ep > 1) {
+    if (!model.is_moe())
+      return r.fail(ErrorKind::kIncompatible, "ep",
+                    [&] { return fmt::format("@ep {}: the model has no routed experts; use @ep 1", layout.ep); });
+    if (model.moe->num_experts % layout.ep != 0)
+      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
+        return fmt::format("@ep {}: num_experts ({}) is not divisible by {}; valid @ep values: {}", layout.ep,
+                           model.moe->num_experts, layout.ep,
+                           suggestions(model.moe->num_experts, [&](int64_t e) { return model.moe->num_experts % e == 0; }));
+      });
+  }
+  return true;
+}
+
+/// The sequence against the layout: cp needs seq % (2·cp) == 0 (load-balanced causal context
+/// parallelism cuts the sequence into 2·cp chunks), sp needs (seq / cp) % tp == 0.
+template <typename Reporter>
+bool check_sequence(int64_t seq_len, const ParallelLayout& layout, Reporter& r) {
+  if (seq_len < 1)
+    return r.fail(ErrorKind::kInvalid, "seq_len", [&] { return fmt::format("@seq_len {}: must be at least 1", seq_len); });
+  if (layout.cp > 1 && seq_len % (2 * layout.cp) != 0)
+    return r.fail(ErrorKind::kIncompatible, "cp", [&] {
+      return fmt::format("@cp {}: load-balanced causal context parallelism cuts the sequence into 2·cp = {} chunks, "
+                         "but @seq_len {} is not divisible by {}; e.g. @seq_len {}",
+                         layout.cp, 2 * layout.cp, seq_len, 2 * layout.cp,
+                         (seq_len / (2 * layout.cp) + 1) * 2 * layout.cp);
+    });
+  const int64_t local = seq_len / layout.cp;
+  if (layout.sp && local % layout.tp != 0)
+    return r.fail(ErrorKind::kIncompatible, "sp", [&] {
+      return fmt::format("@sp with @tp {}: each rank's sequence ({}) must be divisible by tp; e.g. @seq_len {}",
+                         layout.tp, local, (local / layout.tp + 1) * layout.tp * layout.cp);
+    });
+  return true;
+}
+
+/// Recomputation and attention options against the model's pipeline chunks.
+template <typename Reporter>
+bool check_recompute(const ModelSpec& model, const Workload& w, const Layout& o, Reporter& r) {
+  if (o.recompute_layers >= 0 && o.checkpoint_every > 0)
+    return r.fail(ErrorKind::kIncompatible, "recompute_layers", [] {
+      return std::string("@recompute_layers and @checkpoint_every are two recomputation methods (Megatron's block "
+                         "and uniform); pick one");
+    });
+  if ((o.recompute_layers >= 0 || o.checkpoint_every > 0) && o.recompute != Recompute::kFull)
+    return r.fail(ErrorKind::kIncompatible, "recompute", [] {
+      return std::string("@recompute_layers / @checkpoint_every apply to full recomputation; add @recompute full");
+    });
+  if (o.checkpoint_every < 0)
+    return r.fail(ErrorKind::kInvalid, "checkpoint_every",
+                  [&] { return fmt::format("@checkpoint_every {}: must be >= 1", o.checkpoint_every); });
+  if (o.recompute_layers < -1)
+    return r.fail(ErrorKind::kInvalid, "recompute_layers", [&] {
+      return fmt::format("@recompute_layers {}: must be >= 0 (layers per pipeline chunk to recompute)",
+                         o.recompute_layers);
+    });
+  const int64_t per_chunk = model.num_layers / (o.parallel.pp * o.parallel.vpp);
+  if (o.recompute_layers > per_chunk)
+    return r.fail(ErrorKind::kIncompatible, "recompute_layers", [&] {
+      return fmt::format("@recompute_layers {}: each pipeline chunk holds {} layers; use 0..{}", o.recompute_layers,
+                         per_chunk, per_chunk);
+    });
+  if (o.checkpoint_every > per_chunk)
+    return r.fail(ErrorKind::kIncompatible, "checkpoint_every", [&] {
+      return fmt::format("@checkpoint_every {}: each pipeline chunk holds {} layers; use 1..{}", o.checkpoint_every,
+                         per_chunk, per_chunk);
+    });
+  if (o.parallel.cp > 1 && w.attention == AttentionImpl::kEager)
+    return r.fail(ErrorKind::kIncompatible, "cp", [] {
+      return std::string("@cp with @attention eager: context parallelism is ring attention over flash kernels; use "
+                         "@attention flash");
+    });
+  return true;
+}
+
+/// Static memory's own conditions: expert parallelism is carved out of data parallelism.
+template <typename Reporter>
+bool check_static(const ParallelLayout& par, Reporter& r) {
+  if (par.ep > 1 && par.dp % par.ep != 0)
+    return r.fail(ErrorKind::kIncompatible, "ep", [&] {
+      return fmt::format("@ep {} must divide @dp {}: expert parallelism is carved out of the data-parallel group",
+                         par.ep, par.dp);
+    });
+  return true;
+}
+
+}  // namespace actmem::detail

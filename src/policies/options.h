@@ -1,0 +1,83 @@
+// What a user chooses about a training job, in two parts:
+//   Workload  decides the shape of the accounting (which tensors exist): framework, attention
+//             kernel, dtypes, dropout, optimizer. A model is prepared once per workload.
+//   Layout    binds the numbers: sequence, micro-batch, the parallel degrees, recomputation, ZeRO.
+//             Evaluating a layout is cheap; the planner evaluates millions.
+// Each enum has one name table (names.h) that every front end parses and prints with.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "util/bytes.h"
+#include "util/dtype.h"
+#include "util/expected.h"
+#include "util/names.h"
+#include "policies/parallel.h"
+
+namespace actmem {
+
+enum class Framework { kHF, kMegatron };
+enum class AttentionImpl { kEager, kSdpa, kFlash };
+enum class Recompute { kNone, kSelective, kFull };
+enum class Optimizer { kAdamW, kAdamW8bit, kSGD };
+
+inline constexpr NameTable<Framework, 2> kFrameworkNames{
+    "framework", "framework", {{{Framework::kHF, "hf"}, {Framework::kMegatron, "megatron"}}}};
+inline constexpr NameTable<AttentionImpl, 3> kAttentionNames{
+    "attention implementation",
+    "attention",
+    {{{AttentionImpl::kEager, "eager"}, {AttentionImpl::kSdpa, "sdpa"}, {AttentionImpl::kFlash, "flash"}}}};
+inline constexpr NameTable<Recompute, 3> kRecomputeNames{
+    "recomputation",
+    "recompute",
+    {{{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}}};
+inline constexpr NameTable<Optimizer, 3> kOptimizerNames{
+    "optimizer",
+    "optimizer",
+    {{{Optimizer::kAdamW, "adamw"}, {Optimizer::kAdamW8bit, "adamw-8bit"}, {Optimizer::kSGD, "sgd"}}}};
+
+/// What is fixed for a prepared model.
+struct Workload {
+  Framework framework = Framework::kHF;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  DType dtype = DType::kBF16;               // activations
+  std::optional<double> hidden_dropout;     // unset = from the model (config.json)
+  std::optional<double> attention_dropout;  // unset = from the model
+  DType weight_dtype = DType::kBF16;
+  DType grad_dtype = DType::kBF16;          // bf16 gives the classic 16 bytes/param; fp32 accumulation 18
+  Optimizer optimizer = Optimizer::kAdamW;
+};
+
+/// What one evaluation binds.
+struct Layout {
+  int64_t seq_len = 0;      // s
+  int64_t micro_batch = 1;  // b
+  ParallelLayout parallel;
+  Recompute recompute = Recompute::kNone;
+  int64_t recompute_layers = -1;  // with kFull: only this many layers per pipeline chunk; -1 = all
+  int64_t checkpoint_every = 0;   // with kFull: a checkpoint every k layers (0 = every layer)
+  int zero_stage = 0;             // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
+  bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
+  Bytes reserve{0};               // CUDA context + allocator slack: an allowance
+};
+
+/// Ranges of every number a user sets, checked by the library (so every front end gets the same
+/// answer). Beyond them it is a typo, not a job; they also keep products inside int64.
+namespace limits {
+constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+constexpr int64_t kMaxDp = int64_t{1} << 20;
+constexpr int64_t kMaxTp = int64_t{1} << 14;
+constexpr int64_t kMaxPp = int64_t{1} << 14;
+constexpr int64_t kMaxVpp = int64_t{1} << 10;
+constexpr int64_t kMaxCp = int64_t{1} << 14;
+constexpr int64_t kMaxEp = int64_t{1} << 14;
+constexpr int64_t kMaxMicroBatches = int64_t{1} << 20;
+}  // namespace limits
+
+/// The checks that need no model: ranges of the numbers, dtypes training can keep, dropout in
+/// [0, 1). Example: check_options({}, {.seq_len = 0}).error().message == "@seq_len 0 is out of range; use 1..16777216".
+Expected<void> check_options(const Workload& workload, const Layout& layout);
+
+}  // namespace actmem

@@ -1,0 +1,36 @@
+// How a training job is laid out over GPUs; shared by static memory and activations.
+#pragma once
+
+#include <cstdint>
+
+#include "util/expected.h"
+
+namespace actmem {
+
+struct ModelSpec;
+
+/// Data (dp), tensor (tp, with sequence parallelism sp), pipeline (pp, with vpp virtual stages
+/// per rank for the interleaved schedule), context (cp) and expert (ep) parallel degrees.
+struct ParallelLayout {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  bool sp = false;
+  int64_t pp = 1;
+  int64_t vpp = 1;
+  int64_t cp = 1;
+  int64_t ep = 1;
+  int64_t num_micro_batches = 0;  // per pipeline flush; 0 = as many as the schedule can hold (>= pp)
+};
+
+/// Checks the layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,
+/// experts by ep, and so on. The Error names the flag and a value that would work.
+/// KV heads fewer than tp are replicated (each rank holds one; needs tp % kv == 0), as vLLM and
+/// TransformerEngine do; Megatron-LM proper asserts kv % tp == 0.
+/// Example: validate_layout(llama_3_70b, {.tp = 3}).error().message names --tp and the valid values.
+Expected<void> validate_layout(const ModelSpec& model, const ParallelLayout& layout);
+
+/// Checks the sequence length against the layout: cp needs seq % (2·cp) == 0 (load-balanced causal
+/// context parallelism cuts the sequence into 2·cp chunks), sp needs (seq / cp) % tp == 0.
+Expected<void> validate_sequence(int64_t seq_len, const ParallelLayout& layout);
+
+}  // namespace actmem

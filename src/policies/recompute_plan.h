@@ -1,0 +1,56 @@
+// Which layer keeps what under recomputation: the one place that decides it. The engine (bytes in
+// flight, recomputed segments, recomputation FLOPs) and the report (terms, notes) both ask it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "policies/options.h"
+
+namespace actmem::detail {
+
+struct RecomputePlan {
+  Recompute policy = Recompute::kNone;
+  int64_t recompute_layers = -1;  // full, Megatron's block method: the first N layers of each chunk
+  int64_t checkpoint_every = 0;   // full, uniform method: a checkpoint every k layers
+  int64_t chunk_layers = 0;       // layers of one model chunk on one rank (a recomputation unit)
+
+  static RecomputePlan of(const Layout& l, int64_t chunk_layers) {
+    return {l.recompute, l.recompute_layers, l.checkpoint_every, chunk_layers};
+  }
+
+  /// Bytes layer `position` of a unit keeps, given what its kind saves with nothing recomputed,
+  /// under selective recomputation, and its input alone.
+  int64_t kept(int64_t none, int64_t selective, int64_t input, int64_t position) const {
+    switch (policy) {
+      case Recompute::kNone: return none;
+      case Recompute::kSelective: return selective;
+      case Recompute::kFull:
+        if (checkpoint_every > 0) return position % checkpoint_every == 0 ? input : 0;
+        if (recompute_layers >= 0) return position < recompute_layers ? input : none;
+        return input;
+    }
+    return none;
+  }
+  /// Is layer `position` of a chunk re-run in backward (full recomputation)?
+  bool reruns(int64_t position) const {
+    return policy == Recompute::kFull && (recompute_layers < 0 || checkpoint_every > 0 || position < recompute_layers);
+  }
+  /// Layers per recomputed segment, and how many leading layers of a chunk are recomputed.
+  int64_t segment() const { return checkpoint_every > 0 ? checkpoint_every : 1; }
+  int64_t recomputed_per_chunk() const {
+    return recompute_layers >= 0 && checkpoint_every == 0 ? recompute_layers : chunk_layers;
+  }
+  /// Full recomputation of only the first N < chunk layers of each chunk (block method).
+  bool partial() const {
+    return policy == Recompute::kFull && checkpoint_every == 0 && recompute_layers >= 0 &&
+           recompute_layers < chunk_layers;
+  }
+  /// Some layer runs without full recomputation: HF's checkpointed layers bind the RoPE tables in a
+  /// closure (not saved), so the tables are kept only then.
+  bool some_layer_not_recomputed() const { return policy != Recompute::kFull || partial(); }
+  /// The "per layer" figure is a recomputed layer's input (unless no layer is recomputed).
+  bool per_layer_is_input() const { return policy == Recompute::kFull && recompute_layers != 0; }
+};
+
+}  // namespace actmem::detail

@@ -1,0 +1,197 @@
+#include "policies/static_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "util/text_table.h"  // group_digits
+
+namespace actmem {
+
+namespace {
+// bitsandbytes' 8-bit Adam quantizes each moment blockwise (2048 values per block) with one fp32
+// absmax per block: Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization".
+constexpr double kAdam8bitBlock = 2048.0;
+
+// ZeRO shards a part over `group` ranks with equal (padded) partitions.
+int64_t shard(int64_t n, int64_t group) { return ceil_div(n, group); }
+
+Bytes bytes_of(int64_t params, double bytes_each) {
+  const double b = std::ceil(static_cast<double>(params) * bytes_each);
+  if (b > 9.0e18) throw OverflowError("static memory overflowed int64");
+  return Bytes{static_cast<int64_t>(b)};
+}
+}  // namespace
+
+BytesPerParam bytes_per_param(const StaticOptions& options) {
+  BytesPerParam b;
+  b.weights = dtype_bits(options.weight_dtype) / 8.0;
+  b.gradients = dtype_bits(options.grad_dtype) / 8.0;
+  // Mixed precision keeps an fp32 master copy for the update (ZeRO paper §3.1: K = 12 for Adam).
+  const bool master = options.weight_dtype != DType::kFP32;
+  const double master_bytes = master ? 4.0 : 0.0;
+  const std::string master_text = master ? "4 (fp32 master) + " : "";
+  switch (options.optimizer) {
+    case Optimizer::kAdamW:
+      b.optimizer = master_bytes + 8.0;
+      b.optimizer_formula = master_text + "4 (m) + 4 (v)";
+      break;
+    case Optimizer::kAdamW8bit:
+      b.optimizer = master_bytes + 2.0 + 2 * 4.0 / kAdam8bitBlock;
+      b.optimizer_formula = master_text + "1 (m, int8) + 1 (v, int8) + 2·4/2048 (block absmax)";
+      break;
+    case Optimizer::kSGD:
+      b.optimizer = master_bytes + 4.0;
+      b.optimizer_formula = master_text + "4 (momentum)";
+      break;
+  }
+  return b;
+}
+
+ParamCounts param_only_counts(int64_t params, int64_t pp) {
+  ParamCounts c;
+  pp = std::max<int64_t>(pp, 1);
+  for (int64_t i = 0; i < pp; ++i) {
+    LayerParams l;
+    l.attention = params / pp + (i < params % pp ? 1 : 0);
+    c.layers.push_back(l);
+  }
+  return c;
+}
+
+std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelLayout& layout) {
+  const int64_t num_layers = static_cast<int64_t>(counts.layers.size());
+  const int64_t pp = std::max<int64_t>(layout.pp, 1);
+  const int64_t tp = std::max<int64_t>(layout.tp, 1);
+  const int64_t ep = std::max<int64_t>(layout.ep, 1);
+  std::vector<StageParams> stages;
+  int64_t next = 0;
+  for (int64_t s = 0; s < pp; ++s) {
+    StageParams st;
+    st.stage = s;
+    st.first_layer = next;
+    st.num_layers = num_layers / pp + (s < num_layers % pp ? 1 : 0);
+    next += st.num_layers;
+    for (int64_t i = st.first_layer; i < st.first_layer + st.num_layers; ++i) {
+      const auto& l = counts.layers[static_cast<size_t>(i)];
+      const int64_t expert = ceil_div(ceil_div(l.routed_experts, ep), tp);
+      st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
+      st.expert = checked_add(st.expert, expert);
+    }
+    add_embedding_and_head(st, counts, tp, pp);
+    stages.push_back(st);
+  }
+  return stages;
+}
+
+void add_embedding_and_head(StageParams& st, const ParamCounts& counts, int64_t tp, int64_t pp) {
+  // Megatron places the embedding on the first stage and the LM head (a second copy of the
+  // embedding when tied and pp > 1) with the final norm on the last stage.
+  if (st.stage == 0) st.dense = checked_add(st.dense, ceil_div(counts.embedding, tp));
+  if (st.stage == pp - 1) {
+    int64_t head = counts.lm_head;
+    if (head == 0 && pp > 1) head = counts.embedding;  // tied: the last stage keeps its own copy
+    st.dense = checked_add(st.dense, ceil_div(head, tp) + counts.lm_head_bias + counts.final_norm);
+  }
+}
+
+StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, int z, bool offload,
+                               const ParallelLayout& par) {
+  const int64_t dp = par.dp;
+  const int64_t expert_dp = std::max<int64_t>(dp / std::max<int64_t>(par.ep, 1), 1);
+  // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it.
+  auto part = [&](int stage_needed, double bytes_each) {
+    const int64_t dense = z >= stage_needed ? shard(st.dense, dp) : st.dense;
+    const int64_t expert = z >= stage_needed ? shard(st.expert, expert_dp) : st.expert;
+    return bytes_of(dense, bytes_each) + bytes_of(expert, bytes_each);
+  };
+  StageStatic m;
+  m.weights = part(3, per.weights);
+  m.gradients = part(2, per.gradients);
+  const Bytes optimizer = part(1, per.optimizer);
+  if (offload)
+    m.cpu_optimizer = optimizer;
+  else
+    m.optimizer = optimizer;
+  return m;
+}
+
+void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options) {
+  const auto& par = options.parallel;
+  const int64_t dp = par.dp;
+  const int z = options.zero_stage;
+  auto sharding = [&](int stage_needed) {
+    std::string s;
+    if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
+    if (par.pp > 1) s += fmt::format(", stage {} of {}", m.stage.stage + 1, par.pp);  // 1-based for people
+    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp);
+    return s;
+  };
+  auto term = [&](const char* key, const std::string& label, double bytes_each, std::string each_formula,
+                  Bytes bytes, int stage_needed) {
+    Term t;
+    t.key = key;
+    t.label = label;
+    t.formula = fmt::format("Ψ_gpu · {}", each_formula);
+    t.substituted = fmt::format("{} params{} × {} B", group_digits(m.stage.total()), sharding(stage_needed), bytes_each);
+    t.bytes = bytes;
+    return t;
+  };
+  m.breakdown.title = "Static memory per GPU (parameters only)";
+  m.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(options.weight_dtype)), per.weights,
+                          fmt::format("{}", per.weights), m.weights, 3));
+  m.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(options.grad_dtype)), per.gradients,
+                          fmt::format("{}", per.gradients), m.gradients, 2));
+  m.breakdown.add(term("optimizer",
+                          fmt::format("Optimizer state ({}{})", kOptimizerNames.name(options.optimizer),
+                                      options.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
+                          per.optimizer, "(" + per.optimizer_formula + ")", m.optimizer, 1));
+  if (options.offload_optimizer)
+    m.breakdown.terms.back().note = fmt::format("{} in host memory", format_binary(m.cpu_optimizer));
+}
+
+Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
+                                             std::optional<int64_t> only_stage) {
+  const auto& par = options.parallel;
+  if (options.zero_stage < 0 || options.zero_stage > 3)
+    return Error{fmt::format("--zero {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
+  if (par.dp < 1) return Error{fmt::format("--dp {} must be >= 1", par.dp)};
+  if (par.ep > 1 && par.dp % par.ep != 0)
+    return Error{fmt::format("--ep {} must divide --dp {}: expert parallelism is carved out of the data-parallel group",
+                             par.ep, par.dp)};
+  if (only_stage && (*only_stage < 0 || *only_stage >= par.pp))
+    return Error{fmt::format("pipeline stage {} does not exist with --pp {}", *only_stage, par.pp)};
+  if (par.pp > static_cast<int64_t>(counts.layers.size()))
+    return Error{fmt::format("--pp {} exceeds the model's {} layers; use --pp <= {}", par.pp, counts.layers.size(),
+                             counts.layers.size())};
+  try {
+    const BytesPerParam per = bytes_per_param(options);
+    const int z = options.zero_stage;
+
+    StaticMemory best;
+    const auto stages = stage_params(counts, par);
+    best.num_stages = static_cast<int64_t>(stages.size());
+    bool first = true;
+    for (const auto& st : stages) {
+      if (only_stage && st.stage != *only_stage) continue;
+      const StageStatic bytes = stage_static_bytes(st, per, z, options.offload_optimizer, par);
+      StaticMemory m;
+      m.stage = st;
+      m.num_stages = best.num_stages;
+      m.weights = bytes.weights;
+      m.gradients = bytes.gradients;
+      m.optimizer = bytes.optimizer;
+      m.cpu_optimizer = bytes.cpu_optimizer;
+      if (first || m.total() > best.total()) best = m;
+      first = false;
+    }
+
+    describe_static(best, per, options);
+    return best;
+  } catch (const OverflowError&) {
+    return Error{"static memory overflowed 64-bit arithmetic; the parameter count is absurd"};
+  }
+}
+
+}  // namespace actmem

@@ -1,0 +1,92 @@
+// Static training memory per GPU: weights, gradients and optimizer state, which depend on the
+// parameters only (not on sequence or batch), sharded by TP, PP, EP and ZeRO/FSDP over DP.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/breakdown.h"
+#include "util/dtype.h"
+#include "util/expected.h"
+#include "policies/options.h"
+#include "policies/parallel.h"
+#include "model/params.h"
+
+namespace actmem {
+
+
+struct StaticOptions {
+  DType weight_dtype = DType::kBF16;
+  DType grad_dtype = DType::kBF16;  // bf16 gives the classic 16 bytes/param; fp32 accumulation gives 18
+  Optimizer optimizer = Optimizer::kAdamW;
+  int zero_stage = 0;               // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
+  bool offload_optimizer = false;   // optimizer state (and fp32 master weights) live in CPU memory
+  ParallelLayout parallel;
+};
+
+/// Bytes per parameter of each part, before sharding.
+/// Example: mixed-precision AdamW (bf16 weights and grads): 2 + 2 + 12 = 16.
+struct BytesPerParam {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;  // fp32 master copy (when weights are not fp32) + moments (+ 8-bit block scales)
+  std::string optimizer_formula;  // "4 (fp32 master) + 4 (m) + 4 (v)"
+};
+BytesPerParam bytes_per_param(const StaticOptions& options);
+
+/// Parameters one GPU of pipeline stage `stage` holds, after TP/EP sharding (before ZeRO).
+struct StageParams {
+  int64_t stage = 0;
+  int64_t first_layer = 0;
+  int64_t num_layers = 0;
+  int64_t dense = 0;   // sharded over the data-parallel group by ZeRO
+  int64_t expert = 0;  // routed-expert parameters, sharded over the expert-data-parallel group (dp/ep)
+  int64_t total() const { return dense + expert; }
+};
+
+/// The layers each pipeline stage holds: L/pp each, the first L mod pp stages one more
+/// (Megatron requires an even split unless told otherwise; uneven splits are shown as such).
+std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelLayout& layout);
+
+/// Adds what a stage holds besides its layers: the embedding on the first stage, the LM head (a
+/// second copy of a tied embedding when pp > 1), its bias and the final norm on the last.
+void add_embedding_and_head(StageParams& stage, const ParamCounts& counts, int64_t tp, int64_t pp);
+
+/// Bytes per GPU of one stage's parameters: each part sharded over the data-parallel group (routed
+/// experts over dp/ep) once ZeRO reaches it (optimizer at stage 1, gradients at 2, weights at 3).
+struct StageStatic {
+  Bytes weights;
+  Bytes gradients;
+  Bytes optimizer;      // on the GPU
+  Bytes cpu_optimizer;  // offloaded to host memory
+  Bytes total() const { return weights + gradients + optimizer; }
+};
+StageStatic stage_static_bytes(const StageParams& stage, const BytesPerParam& per, int zero_stage, bool offload,
+                               const ParallelLayout& parallel);
+
+struct StaticMemory {
+  StageParams stage;        // the most loaded stage (largest static bytes per GPU)
+  int64_t num_stages = 1;
+  Bytes weights;            // per GPU
+  Bytes gradients;
+  Bytes optimizer;
+  Bytes cpu_optimizer;      // with offload: what moved to host memory
+  Bytes total() const { return weights + gradients + optimizer; }
+  Breakdown breakdown;      // the terms above with formulas
+};
+
+/// Fills m.breakdown: the weights, gradients and optimizer terms with their formulas and values.
+void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options);
+
+/// Example: 7.5e9 params, ZeRO-3 over 64 GPUs, mixed AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
+/// With pp > 1 this is the most loaded stage; `stage` picks one stage instead.
+Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
+                                             std::optional<int64_t> stage = std::nullopt);
+
+/// A ParamCounts for a parameter-count-only model (`--params 7.5e9`): nothing is known of its
+/// structure, so all parameters are TP-splittable and spread over `pp` equal pseudo-layers.
+ParamCounts param_only_counts(int64_t params, int64_t pp);
+
+}  // namespace actmem

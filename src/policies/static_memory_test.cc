@@ -1,0 +1,117 @@
+#include "policies/static_memory.h"
+
+#include <gtest/gtest.h>
+
+namespace actmem {
+namespace {
+
+StaticMemory run(int64_t params, StaticOptions o) {
+  auto r = compute_static_memory(param_only_counts(params, o.parallel.pp), o);
+  EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+  return r.value();
+}
+
+// Seed card / ZeRO paper §3: mixed-precision Adam keeps 2 + 2 + 12 = 16 bytes per parameter.
+TEST(StaticMemory, MixedPrecisionAdamIs16BytesPerParam) {
+  auto per = bytes_per_param(StaticOptions{});
+  EXPECT_EQ(per.weights + per.gradients + per.optimizer, 16.0);
+  // 70e9 parameters -> 1120 GB (seed card: "static 16Ψ = 1120 GB").
+  EXPECT_EQ(run(70'000'000'000, {}).total(), Bytes{1'120'000'000'000});
+}
+
+// Rajbhandari et al. 2020 (ZeRO), Figure 1: Ψ = 7.5B, N_d = 64, K = 12:
+// baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB.
+TEST(StaticMemory, ZeroPaperFigure1) {
+  StaticOptions o;
+  o.parallel.dp = 64;
+  const int64_t psi = 7'500'000'000;
+  const int64_t expected[] = {120'000'000'000, 31'406'250'000, 16'640'625'000, 1'875'000'000};
+  for (int stage = 0; stage <= 3; ++stage) {
+    o.zero_stage = stage;
+    EXPECT_EQ(run(psi, o).total(), Bytes{expected[stage]}) << "stage " << stage;
+  }
+}
+
+// Korthikanti et al. 2022, Figure 1: the 22B model at TP 8 with fp32 gradients (2 + 4 + 12 = 18
+// bytes per parameter) needs 45.5625 GiB for parameters and optimizer state. The paper counts
+// Ψ = 12·L·h² (L = 48, h = 6144); our exact architecture count adds biases, norms and embeddings.
+TEST(StaticMemory, KorthikantiFigure1WeightsAndOptimizer22B) {
+  StaticOptions o;
+  o.grad_dtype = DType::kFP32;
+  o.parallel.tp = 8;
+  const int64_t psi = int64_t{12} * 48 * 6144 * 6144;
+  EXPECT_DOUBLE_EQ(run(psi, o).total().gib(), 45.5625);
+}
+
+TEST(StaticMemory, OptimizerVariants) {
+  StaticOptions o;
+  o.optimizer = Optimizer::kSGD;
+  EXPECT_EQ(bytes_per_param(o).optimizer, 8.0);  // fp32 master + momentum
+  o.optimizer = Optimizer::kAdamW8bit;
+  EXPECT_DOUBLE_EQ(bytes_per_param(o).optimizer, 4.0 + 2.0 + 8.0 / 2048.0);
+  o.weight_dtype = DType::kFP32;
+  o.grad_dtype = DType::kFP32;
+  o.optimizer = Optimizer::kAdamW;
+  EXPECT_EQ(bytes_per_param(o).optimizer, 8.0);  // no master copy for fp32 training
+}
+
+TEST(StaticMemory, OffloadMovesOptimizerToHost) {
+  StaticOptions o;
+  o.offload_optimizer = true;
+  auto m = run(1'000'000'000, o);
+  EXPECT_EQ(m.optimizer, Bytes{0});
+  EXPECT_EQ(m.cpu_optimizer, Bytes{12'000'000'000});
+  EXPECT_EQ(m.total(), Bytes{4'000'000'000});
+}
+
+TEST(StaticMemory, PipelinePlacesEmbeddingFirstAndHeadLast) {
+  ParamCounts c;
+  c.embedding = 1000;
+  c.lm_head = 1000;
+  c.final_norm = 10;
+  for (int i = 0; i < 4; ++i) c.layers.push_back(LayerParams{.attention = 100, .replicated = 2});
+  ParallelLayout l;
+  l.pp = 2;
+  l.tp = 2;
+  auto st = stage_params(c, l);
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].total(), 2 * (50 + 2) + 500);
+  EXPECT_EQ(st[1].total(), 2 * (50 + 2) + 500 + 10);
+}
+
+// TP beyond the KV heads: each rank keeps one whole KV head (Megatron replicates, vLLM too).
+// Llama-3-8B layer: k/v = 2·4096·1024; at tp 16 each rank holds 1/8 of it, not 1/16.
+TEST(StaticMemory, KvHeadsReplicateWhenTpExceedsThem) {
+  LayerParams l{.attention = 2 * 4096 * 4096, .kv_projection = 2 * 4096 * 1024, .kv_heads = 8};
+  EXPECT_EQ(l.per_rank(8, 1), 2 * 4096 * 4096 / 8 + 2 * 4096 * 1024 / 8);
+  EXPECT_EQ(l.per_rank(16, 1), 2 * 4096 * 4096 / 16 + 2 * 4096 * 1024 / 8);
+}
+
+TEST(StaticMemory, ExpertsShardOverEpAndExpertDataParallel) {
+  ParamCounts c;
+  for (int i = 0; i < 2; ++i) c.layers.push_back(LayerParams{.routed_experts = 8000});
+  StaticOptions o;
+  o.parallel.dp = 8;
+  o.parallel.ep = 4;
+  o.zero_stage = 1;
+  auto m = compute_static_memory(c, o);
+  ASSERT_TRUE(m.has_value());
+  // 2 layers × 8000 / ep 4 = 4000 expert params per GPU; optimizer sharded over dp/ep = 2.
+  EXPECT_EQ(m->weights, Bytes{8000});
+  EXPECT_EQ(m->optimizer, Bytes{2000 * 12});
+}
+
+TEST(StaticMemory, BadInputIsAnError) {
+  StaticOptions o;
+  o.zero_stage = 4;
+  auto r = compute_static_memory(param_only_counts(1000, 1), o);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message.find("--zero"), std::string::npos);
+  o.zero_stage = 0;
+  o.parallel.dp = 6;
+  o.parallel.ep = 4;
+  EXPECT_FALSE(compute_static_memory(param_only_counts(1000, 1), o).has_value());
+}
+
+}  // namespace
+}  // namespace actmem

@@ -1,0 +1,272 @@
+#include "report/render.h"
+
+#include <fmt/format.h>
+
+#include "actmem/actmem.h"
+#include "util/text_table.h"
+
+namespace actmem {
+
+namespace {
+
+nlohmann::json shape_json(const std::vector<Factor>& shape) {
+  auto arr = nlohmann::json::array();
+  for (const auto& f : shape) arr.push_back({{"symbol", f.symbol}, {"value", f.value}});
+  return arr;
+}
+
+std::string header(const Report& r) {
+  const auto& w = r.workload;
+  const auto& l = r.layout;
+  const auto& p = l.parallel;
+  std::string out;
+  if (r.model)
+    out += fmt::format("Model      {} (model_type {}: L={} h={} a={} kv={} d={} V={})\n", r.model_name,
+                       r.model->model_type, r.model->num_layers, r.model->hidden, r.model->num_heads,
+                       r.model->num_kv_heads, r.model->head_dim, r.model->vocab);
+  else
+    out += fmt::format("Model      {}\n", r.model_name);
+  if (r.model)
+    out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
+                       l.seq_len, l.micro_batch, dtype_name(w.dtype), kFrameworkNames.name(w.framework),
+                       kAttentionNames.name(w.attention), kRecomputeNames.name(l.recompute));
+  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}\n", dtype_name(w.weight_dtype),
+                     dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer), l.zero_stage,
+                     l.offload_optimizer ? ", optimizer offloaded" : "");
+  out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
+                     p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "", p.cp, p.ep,
+                     p.num_micro_batches > 0 ? fmt::format(", {} micro-batches", p.num_micro_batches) : "");
+  return out;
+}
+
+void add_term_row(TextTable& t, const Term& term) {
+  t.add_row({{term.label},
+             {fmt::format("{:.2f}", term.bytes.gib()), true},
+             {group_digits(term.bytes.count()), true},
+             {term.exactness == Exactness::kExact ? "exact" : "allowance"}});
+}
+
+}  // namespace
+
+nlohmann::json terms_json(const Breakdown& b) {
+  auto arr = nlohmann::json::array();
+  for (const auto& t : b.terms) arr.push_back(term_json(t));
+  return arr;
+}
+
+std::string render_terms(const Breakdown& b, bool with_total, bool derivation) {
+  TextTable table;
+  table.add_row({{""}, {"GiB", true}, {"bytes", true}, {"kind"}});
+  for (const auto& t : b.terms) {
+    add_term_row(table, t);
+    if (derivation) table.add_row({{"    " + t.formula + " = " + t.substituted}});
+  }
+  if (with_total) {
+    table.add_rule();
+    table.add_row({{"total"}, {fmt::format("{:.2f}", b.total().gib()), true}, {group_digits(b.total().count()), true}});
+  }
+  return b.title + "\n" + table.render();
+}
+
+nlohmann::json term_json(const Term& t) {
+  nlohmann::json j = {{"key", t.key},          {"label", t.label},      {"formula", t.formula},
+                      {"substituted", t.substituted}, {"bytes", t.bytes.count()},
+                      {"exact", t.exactness == Exactness::kExact}};
+  if (!t.note.empty()) j["note"] = t.note;
+  return j;
+}
+
+nlohmann::json report_json(const Report& r) {
+  const auto& e = r.estimate;
+  const auto& w = r.workload;
+  const auto& l = r.layout;
+  const auto& p = l.parallel;
+  nlohmann::json j;
+  j["model"] = {{"name", r.model_name}};
+  if (r.model) {
+    j["model"]["model_type"] = r.model->model_type;
+    j["model"]["num_layers"] = r.model->num_layers;
+    j["model"]["hidden_size"] = r.model->hidden;
+  }
+  j["inputs"] = {{"seq_len", l.seq_len},
+                 {"micro_batch", l.micro_batch},
+                 {"dtype", dtype_name(w.dtype)},
+                 {"framework", kFrameworkNames.name(w.framework)},
+                 {"attention", kAttentionNames.name(w.attention)},
+                 {"recompute", kRecomputeNames.name(l.recompute)},
+                 {"weight_dtype", dtype_name(w.weight_dtype)},
+                 {"grad_dtype", dtype_name(w.grad_dtype)},
+                 {"optimizer", kOptimizerNames.name(w.optimizer)},
+                 {"zero", l.zero_stage},
+                 {"offload_optimizer", l.offload_optimizer},
+                 {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
+                 {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
+                 {"reserve_bytes", l.reserve.count()}};
+  j["params"] = {{"total", e.params.total()},
+                 {"active", e.params.active()},
+                 {"non_embedding", e.params.non_embedding()},
+                 {"embedding", e.params.embedding},
+                 {"lm_head", e.params.lm_head},
+                 {"per_gpu", e.static_memory.stage.total()}};
+  const Term* transient = e.memory.find("transient");
+  const Term* activations_term = e.memory.find("activations");
+  const Bytes activations = activations_term ? activations_term->bytes : Bytes{0};
+  j["memory"] = {{"weights_bytes", e.static_memory.weights.count()},
+                 {"gradients_bytes", e.static_memory.gradients.count()},
+                 {"optimizer_bytes", e.static_memory.optimizer.count()},
+                 {"cpu_optimizer_bytes", e.static_memory.cpu_optimizer.count()},
+                 {"static_bytes", e.static_memory.total().count()},
+                 {"activations_bytes", activations.count()},
+                 {"transient_bytes", transient ? transient->bytes.count() : 0},
+                 {"reserve_bytes", l.reserve.count()},
+                 {"total_bytes", e.total().count()},
+                 {"pipeline_stage", e.static_memory.stage.stage},
+                 {"terms", terms_json(e.memory)}};
+  nlohmann::json a;
+  if (e.activations) {
+    const auto& act = *e.activations;
+    a = {{"per_layer_bytes", act.per_layer.count()},
+         {"total_bytes", act.total.count()},
+         {"in_flight_bytes", act.in_flight.count()},
+         {"in_flight_stage", act.in_flight_stage},
+         {"in_flight_by_stage", [&] {
+            auto arr = nlohmann::json::array();
+            for (Bytes b : act.in_flight_by_stage) arr.push_back(b.count());
+            return arr;
+          }()},
+         {"recompute_peak_bytes", act.recompute_peak.count()},
+         {"forward_flops", act.forward_flops},
+         {"recompute_flops", act.recompute_flops},
+         {"terms", terms_json(act.breakdown)},
+         {"notes", act.notes}};
+    auto tensors = nlohmann::json::array();
+    for (const auto& t : act.tensors)
+      tensors.push_back({{"name", t.name},
+                         {"region", t.region},
+                         {"op", t.op},
+                         {"shape", shape_json(t.shape)},
+                         {"dtype", dtype_name(t.dtype)},
+                         {"bytes", t.bytes.count()},
+                         {"formula", t.formula},
+                         {"note", t.note}});
+    a["tensors"] = tensors;
+  } else {
+    a = {{"per_layer_bytes", nullptr}, {"total_bytes", nullptr}, {"in_flight_bytes", nullptr},
+         {"tensors", nlohmann::json::array()}};
+  }
+  j["activations"] = a;
+  j["transients"] = terms_json(e.transients);
+  j["notes"] = e.notes;
+  return j;
+}
+
+std::string render_table(const Report& r) {
+  const auto& e = r.estimate;
+  std::string out = header(r);
+
+  TextTable params;
+  params.add_row({{"total"}, {group_digits(e.params.total()), true}});
+  if (!e.param_only) {
+    params.add_row({{"non-embedding"}, {group_digits(e.params.non_embedding()), true}});
+    params.add_row({{"active per token"}, {group_digits(e.params.active()), true}});
+  }
+  params.add_row({{"on this GPU (before ZeRO)"}, {group_digits(e.static_memory.stage.total()), true}});
+  out += "\nParameters\n" + params.render();
+
+  TextTable mem;
+  mem.add_row({{"term"}, {"GiB", true}, {"bytes", true}, {"kind"}});
+  mem.add_rule();
+  for (const auto& t : e.memory.terms) add_term_row(mem, t);
+  mem.add_rule();
+  mem.add_row({{"Total per GPU"}, {fmt::format("{:.2f}", e.total().gib()), true}, {group_digits(e.total().count()), true},
+               {fmt::format("({:.2f} GB)", e.total().gb())}});
+  out += "\n" + e.memory.title + "\n" + mem.render();
+
+  if (e.activations) {
+    const auto& act = *e.activations;
+    TextTable at;
+    at.add_row({{"one layer (middle)"}, {format_binary(act.per_layer), true}, {group_digits(act.per_layer.count()), true}});
+    at.add_row({{"whole model, one micro-batch"}, {format_binary(act.total), true}, {group_digits(act.total.count()), true}});
+    // With PP, the peak GPU's stage may not be the stage with the most activations in flight.
+    const Term* on_peak = e.memory.find("activations");
+    const int64_t peak_stage = e.static_memory.stage.stage;
+    const bool pipelined = act.in_flight_by_stage.size() > 1;
+    const Bytes here = on_peak ? on_peak->bytes : act.in_flight;
+    at.add_row({{pipelined ? fmt::format("in flight on the peak GPU (stage {})", peak_stage + 1) : "in flight on this GPU"},
+                {format_binary(here), true},
+                {group_digits(here.count()), true}});
+    if (pipelined && act.in_flight != here)
+      at.add_row({{fmt::format("most in flight on any stage (stage {})", act.in_flight_stage + 1)},
+                  {format_binary(act.in_flight), true},
+                  {group_digits(act.in_flight.count()), true}});
+    if (act.recompute_peak.count() > 0)
+      at.add_row({{"+ peak while recomputing a segment"}, {format_binary(act.recompute_peak), true},
+                  {group_digits(act.recompute_peak.count()), true}});
+    out += "\nActivations\n" + at.render();
+    if (act.forward_flops > 0) {
+      TextTable ft;
+      ft.add_row({{"forward FLOPs, one micro-batch"}, {fmt::format("{:.3g}", act.forward_flops), true}});
+      if (act.recompute_flops > 0)
+        ft.add_row({{"+ recomputation FLOPs"}, {fmt::format("{:.3g}", act.recompute_flops), true},
+                    {fmt::format("+{:.1f}% of forward, +{:.1f}% of the step (forward + 2× backward)",
+                                 100.0 * act.recompute_flops / act.forward_flops,
+                                 100.0 * act.recompute_flops / (3.0 * act.forward_flops))}});
+      out += ft.render();
+    }
+    if (!act.breakdown.terms.empty()) {
+      TextTable bt;
+      for (const auto& t : act.breakdown.terms)
+        bt.add_row({{t.label}, {t.formula}, {format_binary(t.bytes), true}});
+      out += "\n" + (act.breakdown.title.empty() ? std::string("Activation terms") : act.breakdown.title) + "\n" +
+             bt.render();
+    }
+    for (const auto& n : act.notes) out += "note: " + n + "\n";
+  }
+  if (!e.transients.terms.empty()) {
+    TextTable tt;
+    for (const auto& t : e.transients.terms) {
+      const bool counted = t.key == e.peak_transient_key;
+      tt.add_row({{t.label}, {format_binary(t.bytes), true}, {counted ? "counted" : "not coincident"}});
+    }
+    out += "\n" + e.transients.title + "\n" + tt.render();
+  }
+  for (const auto& n : e.notes) out += "note: " + n + "\n";
+  out += "\n'exact' terms are arithmetic on tensor shapes (activations are held to measured PyTorch in validation/);\n"
+         "'allowance' terms are settings you can change.\n";
+  return out;
+}
+
+std::string render_explain(const Report& r) {
+  const auto& e = r.estimate;
+  std::string out = header(r);
+  auto sizes = [](Bytes b) { return fmt::format("{} B ({}, {})", group_digits(b.count()), format_binary(b), format_decimal(b)); };
+  auto explain = [&](const Breakdown& b) {
+    out += "\n" + b.title + "\n";
+    for (const auto& t : b.terms) {
+      out += fmt::format("  {}\n    {}", t.label, t.formula);
+      if (!t.substituted.empty() && t.substituted != t.formula) out += " = " + t.substituted;
+      out += " = " + sizes(t.bytes) + "\n";
+      if (!t.note.empty()) out += "    why: " + t.note + "\n";
+    }
+    out += "  sum = " + sizes(b.total()) + "\n";
+  };
+  explain(e.memory);
+  if (e.activations) {
+    const auto& act = *e.activations;
+    out += "\nSaved tensors of one middle layer, then the model's other regions (each storage once)\n";
+    for (const auto& t : act.tensors) {
+      // The values in the formula's order: bytes per element first, then the shape.
+      std::string values = fmt::format("{}", dtype_bytes(t.dtype));
+      for (const auto& f : t.shape) values += fmt::format(" × {}", f.value);
+      out += fmt::format("  [{}] {} ({}, {}): {} = {} = {} B{}\n", t.region, t.name, t.op, dtype_name(t.dtype),
+                         t.formula, values, group_digits(t.bytes.count()), t.note.empty() ? "" : "  — " + t.note);
+    }
+    explain(act.breakdown);
+    for (const auto& n : act.notes) out += "note: " + n + "\n";
+  }
+  if (!e.transients.terms.empty()) explain(e.transients);
+  for (const auto& n : e.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace actmem

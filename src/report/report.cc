@@ -1,0 +1,381 @@
+// explain()'s report: the numbers account() computed, written out as terms (formula = values =
+// bytes), the saved tensors of a middle layer with their shapes in symbols, and notes on what was
+// assumed. Nothing here changes a total: every figure comes from Totals or the recorded sink, or is
+// a per-group split of them read off the same bound graphs.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+#include "util/text_table.h"  // group_digits
+
+namespace actmem::detail {
+
+namespace {
+
+struct Bound {
+  SymValues values;
+  SymTexts texts;
+};
+
+int64_t storage_bytes(const Storage& st, const SymValues& v) {
+  int64_t n = dtype_bytes(st.dtype);
+  for (const Dim& d : st.shape) n = checked_mul(n, d.value(v));
+  return n;
+}
+
+std::string storage_formula(const Storage& st, const SymTexts& x) {
+  std::string out = std::to_string(dtype_bytes(st.dtype));
+  for (const Dim& d : st.shape) out += "·" + dim_text(d, x);
+  return out;
+}
+
+SavedTensor to_saved(const Storage& st, const char* region, const Bound& b) {
+  SavedTensor t;
+  t.name = st.name;
+  t.region = region;
+  t.op = st.op;
+  for (const Dim& d : st.shape) t.shape.push_back(Factor{dim_text(d, b.texts), d.value(b.values)});
+  t.dtype = st.dtype;
+  t.bytes = Bytes{storage_bytes(st, b.values)};
+  t.formula = storage_formula(st, b.texts);
+  t.note = st.note;
+  t.group = group_name(st.group);
+  return t;
+}
+
+std::string join_formulas(const std::vector<const Storage*>& parts, const SymTexts& x) {
+  std::string out;
+  for (const auto* st : parts) {
+    if (!out.empty()) out += " + ";
+    out += storage_formula(*st, x);
+  }
+  return out;
+}
+
+ActivationReport describe_activations(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const ModelSpec& model = p.model;
+  const ParallelLayout& par = o.parallel;
+  const Workload& w = p.workload;
+  const Binding binding = bind(p, o);
+  const GraphSet& g = *binding.graphs;
+  Bound mid_bound{binding.values, sym_texts(model, o)};
+  const std::size_t mid_kind = p.middle_kind;
+  mid_bound.values[static_cast<std::size_t>(Sym::kFfn)] = g.kinds[mid_kind].spec.ffn / par.tp;
+  const Graph& mid = g.kinds[mid_kind].graph;
+  const KindBytes& mid_bytes = rec.kinds[mid_kind];
+  const int64_t chunk_layers = binding.chunk_layers;
+  const RecomputePlan plan = RecomputePlan::of(o, chunk_layers);
+  const int64_t num_layers = model.num_layers;
+
+  ActivationReport report;
+  report.per_layer = Bytes{t.per_layer};
+  report.total = Bytes{t.activations_total};
+  report.in_flight = Bytes{t.in_flight_max};
+  report.recompute_peak = Bytes{t.recompute_peak};
+  report.layers_total = Bytes{rec.layers_total};
+  report.embedding = Bytes{rec.embedding};
+  report.head_loss = Bytes{rec.head_loss};
+  report.shared = Bytes{rec.shared};
+  report.first_stage_layers_in_flight = Bytes{rec.first_stage_layers_in_flight};
+  report.in_flight_by_stage = rec.in_flight_by_stage;
+  report.in_flight_stage = t.in_flight_stage;
+  report.in_flight_micro_batches = t.in_flight_micro_batches;
+  report.forward_flops = t.forward_flops;
+  report.recompute_flops = t.recompute_flops;
+
+  // Tensors: the middle layer under the policy, then embedding, head+loss, shared.
+  if (o.recompute == Recompute::kFull) {
+    auto t0 = to_saved(mid.storages[0], "layer", mid_bound);
+    t0.note = "checkpoint: full recomputation keeps only the layer's input";
+    report.tensors.push_back(std::move(t0));
+  } else {
+    for (const auto& st : mid.storages)
+      if (st.saved(o.recompute)) report.tensors.push_back(to_saved(st, "layer", mid_bound));
+  }
+  const struct {
+    const Graph* graph;
+    const char* name;
+  } regions[] = {{&g.embedding, "embedding"}, {&g.head, "head"}, {&g.shared, "shared"}};
+  for (const auto& region : regions) {
+    if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
+    for (const auto& st : region.graph->storages)
+      if (st.saved(Recompute::kNone)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
+  }
+
+  // Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
+  report.breakdown.title = "activations (one micro-batch, whole model)";
+  const Recompute layer_policy = o.recompute == Recompute::kFull ? Recompute::kNone : o.recompute;
+  SymValues v = binding.values;
+  for (Group grp : {Group::kAttention, Group::kMlp, Group::kNorms, Group::kMoe}) {
+    Bytes sum{0};
+    std::vector<const Storage*> parts;
+    for (int64_t i = 0; i < num_layers; ++i) {
+      const std::size_t k = p.kind_of[static_cast<std::size_t>(i)];
+      if (o.recompute == Recompute::kFull) {
+        if (grp == Group::kNorms) sum += Bytes{plan.kept(rec.kinds[k].none, rec.kinds[k].selective, rec.kinds[k].input, i)};
+        continue;
+      }
+      v[static_cast<std::size_t>(Sym::kFfn)] = g.kinds[k].spec.ffn / par.tp;
+      for (const auto& st : g.kinds[k].graph.storages)
+        if (st.group == grp && st.saved(layer_policy)) sum += Bytes{storage_bytes(st, v)};
+    }
+    if (o.recompute == Recompute::kFull) {
+      if (grp == Group::kNorms) parts.push_back(&mid.storages[0]);
+    } else {
+      for (const auto& st : mid.storages)
+        if (st.group == grp && st.saved(layer_policy)) parts.push_back(&st);
+    }
+    if (sum == Bytes{0}) continue;
+    Term term;
+    term.key = fmt::format("activations.layers.{}", group_name(grp));
+    const bool partial = plan.partial();
+    term.label = o.recompute != Recompute::kFull ? fmt::format("transformer layers: {}", group_name(grp))
+                 : partial ? fmt::format("layers: the first {} of each {}-layer chunk keep their input, the rest "
+                                         "keep everything",
+                                         o.recompute_layers, chunk_layers)
+                 : o.checkpoint_every > 1 ? fmt::format("layer inputs kept every {} layers (checkpoints)",
+                                                        o.checkpoint_every)
+                                          : "layer inputs kept by full recomputation";
+    term.formula = partial ? std::string("Σ layers (input of a recomputed layer, everything of the others)")
+                           : fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts, mid_bound.texts));
+    Bytes middle_bytes{0};
+    for (const auto* st : parts) middle_bytes += Bytes{storage_bytes(*st, mid_bound.values)};
+    // Uniform layers (or checkpoints): count × bytes; otherwise say that the layers differ.
+    const bool whole_multiple = !partial && middle_bytes > Bytes{0} && sum.count() % middle_bytes.count() == 0;
+    term.substituted = whole_multiple ? fmt::format("{} × {} B", sum.count() / middle_bytes.count(),
+                                                    group_digits(middle_bytes.count()))
+                       : partial      ? fmt::format("Σ over {} layers", num_layers)
+                                      : fmt::format("Σ over {} layers (middle layer: {} B)", num_layers,
+                                                    group_digits(middle_bytes.count()));
+    term.bytes = sum;
+    report.breakdown.add(std::move(term));
+  }
+  for (const auto& region : regions) {
+    if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
+    std::vector<const Storage*> parts;
+    Bytes sum{0};
+    for (const auto& st : region.graph->storages)
+      if (st.saved(Recompute::kNone)) {
+        parts.push_back(&st);
+        sum += Bytes{storage_bytes(st, mid_bound.values)};
+      }
+    if (parts.empty()) continue;
+    Term term;
+    const char* grp = group_name(parts[0]->group);
+    term.key = fmt::format("activations.{}", grp);
+    term.label = grp;
+    term.formula = join_formulas(parts, mid_bound.texts);
+    for (const auto* st : parts)
+      term.substituted += (term.substituted.empty() ? "" : " + ") + group_digits(storage_bytes(*st, mid_bound.values));
+    term.bytes = sum;
+    report.breakdown.add(std::move(term));
+  }
+
+  // Notes: what was assumed.
+  auto& notes = report.notes;
+  notes.push_back(fmt::format("framework {}, attention {}, recompute {}, activations {} ({} bytes per element)",
+                              kFrameworkNames.name(w.framework), kAttentionNames.name(w.attention),
+                              kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
+  notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
+                  "storage; norm statistics are fp32, dropout masks 1 byte");
+  if (w.attention == AttentionImpl::kSdpa)
+    notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
+  if (o.recompute == Recompute::kSelective)
+    notes.push_back(w.framework == Framework::kHF
+                        ? "selective recomputation is Megatron's (HF has none built in): core attention rerun, only "
+                          "q, k and v stay of it"
+                        : "selective recomputation reruns core attention (Megatron): only q, k and v stay of it");
+  if (o.recompute == Recompute::kFull) {
+    if (o.checkpoint_every > 0)
+      notes.push_back(fmt::format("full recomputation with a checkpoint every {} layers: only segment-first layers "
+                                  "keep their input; recompute_peak is one segment's activations",
+                                  o.checkpoint_every));
+    else if (o.recompute_layers >= 0)
+      notes.push_back(fmt::format("full recomputation of the first {} layers of each model chunk (Megatron block "
+                                  "method); the other layers keep {} each; per_layer is a recomputed layer",
+                                  o.recompute_layers, format_binary(Bytes{mid_bytes.none})));
+    else
+      notes.push_back("full recomputation: each layer keeps only its input; embedding, final norm, LM head and loss "
+                      "are not recomputed");
+  }
+  if (par.tp > 1)
+    notes.push_back(par.sp ? "TP with sequence parallelism: what TP replicates is split along s by t"
+                           : "TP splits heads, FFN and vocabulary; norms, residual-stream inputs and hidden dropout "
+                             "masks stay whole on every rank");
+  if (par.tp > model.num_kv_heads && !model.mla)
+    notes.push_back(fmt::format("kv heads ({}) < tp ({}): each rank holds one replicated KV head",
+                                model.num_kv_heads, par.tp));
+  if (par.cp > 1)
+    notes.push_back("CP: each rank holds s/cp of the sequence; ring attention keeps only its local q, k, v");
+  if (model.is_moe()) {
+    notes.push_back(model.moe->capacity_factor > 0
+                        ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ / ep"
+                        : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b/ep token rows");
+    if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
+    if (w.framework == Framework::kMegatron)
+      notes.push_back("Megatron MoE saves (router, permute/unpermute) are modeled, not yet measured; the HF "
+                      "Mixtral, Qwen-MoE and DeepSeek-V3 blocks are measured (validation/EXPECTED.md)");
+  }
+  if (par.pp > 1)
+    notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",
+                                par.vpp > 1 ? fmt::format(" interleaved (vpp {})", par.vpp) : "",
+                                report.in_flight_stage, report.in_flight_micro_batches,
+                                par.vpp > 1 ? " on its first chunk (Korthikanti factor 1 + (p−1)/(p·v))" : ""));
+  if (w.framework == Framework::kHF && par.tp * par.cp > 1)
+    notes.push_back("HF has no tensor/context parallelism of its own: sharded as Megatron would shard the same tensors");
+  notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
+  if (w.framework == Framework::kMegatron && model.norm == NormKind::kLayerNorm && !model.is_moe() && !model.mla &&
+      !model.gated_mlp)
+    notes.push_back("Korthikanti et al. 2022 Eq. 1 (34·s·b·h + 5·a·s²·b) leaves out the fp32 LayerNorm statistics "
+                    "(16·s·b per layer) counted here");
+  {
+    const double rule = 34.0 * static_cast<double>(o.seq_len) * static_cast<double>(o.micro_batch) *
+                        static_cast<double>(model.hidden) / static_cast<double>(par.tp);
+    notes.push_back(fmt::format("rule of thumb 34·s·b·h/t = {} per layer vs {} here: 34 assumes MHA, a 4h GeLU MLP "
+                                "and dropout masks; GQA, SwiGLU with other f/h, no dropout and flash attention (no "
+                                "s² terms) move it",
+                                format_binary(Bytes{static_cast<int64_t>(rule)}), format_binary(report.per_layer)));
+  }
+  return report;
+}
+
+/// The transients of the peak stage, each a real tensor size; only the largest is in the peak,
+/// since they do not coincide (the logits gradient exists at the start of backward on the last
+/// stage, a ZeRO-3 gather around each layer).
+Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const auto& par = o.parallel;
+  const Workload& w = p.workload;
+  Breakdown b;
+  b.title = "Transients of the step (largest one counted in the peak)";
+  if (rec.zero3_bytes >= 0) {
+    // ZeRO-3 / FSDP FULL_SHARD all-gathers one layer's parameters before use and keeps the next one
+    // prefetched (FSDP's default backward prefetch, DeepSpeed's prefetch bucket); in backward the
+    // layer's full gradient exists until it is reduce-scattered.
+    const int wb = dtype_bits(w.weight_dtype) / 8;
+    const int gb = dtype_bits(w.grad_dtype) / 8;
+    Term z = product_term("zero3_gathered_layer",
+                          "ZeRO-3 gathered layer: parameters (current + prefetched) and full gradient",
+                          {{"Ψ_layer", rec.zero3_layer_params}, {"(2·e_w + e_g)", 2 * wb + gb}}, Exactness::kAllowance);
+    z.note = "tensor sizes are exact; the prefetch depth (one layer) is FSDP's default";
+    b.add(z);
+  }
+  if (t.recompute_peak > 0) {
+    // Backward re-runs one recomputed segment's forward; its activations live until that segment's
+    // backward is done, on top of everything still saved.
+    Term r;
+    r.key = "recompute_segment";
+    r.label = fmt::format("Recomputed segment re-run in backward ({} recomputation)", kRecomputeNames.name(o.recompute));
+    r.formula = "activations of one segment − what it keeps saved";
+    r.substituted = format_binary(Bytes{t.recompute_peak});
+    r.bytes = Bytes{t.recompute_peak};
+    b.add(r);
+  }
+  if (rec.logits_grad >= 0) {
+    const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
+    const int64_t v_local = ceil_div(p.model.vocab, par.tp);
+    if (w.framework == Framework::kHF) {
+      // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
+      // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
+      // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).
+      // Measured on CPU with the profiler's allocation timeline: validation/loss_transient.py.
+      const int64_t e_bytes = dtype_bytes(w.dtype);
+      Term l = product_term("logits_grad",
+                            "loss backward: fp32 d(log-probs) + fp32 d(logits) + the logits the caller holds",
+                            {{"(8+e)", 8 + e_bytes}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}});
+      l.note = "HF Trainer drops outputs.logits before backward: then e·s·b·V less";
+      b.add(l);
+    } else {
+      // Megatron's vocab-parallel cross entropy writes its gradient in place into the saved fp32
+      // softmax; around it live the logits in the activation dtype or, in backward, their gradient.
+      // Whether the fp32 upcast is a separate copy depends on the Megatron version: a 4-byte buffer
+      // covers both, so this term is an allowance.
+      Term l = product_term("logits_grad", "logits-sized buffer around the fused cross entropy (last stage)",
+                            {{"4", 4}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}},
+                            Exactness::kAllowance);
+      l.note = "Megatron-version dependent: the fp32 upcast of the logits or the gradient of the logits";
+      b.add(l);
+    }
+  }
+  return b;
+}
+
+Term reserve_term(Bytes reserve) {
+  Term t;
+  t.key = "reserve";
+  t.label = "Reserve: CUDA context and allocator slack (--reserve)";
+  t.formula = "--reserve";
+  t.substituted = format_binary(reserve);
+  t.bytes = reserve;
+  t.exactness = Exactness::kAllowance;
+  return t;
+}
+
+}  // namespace
+
+TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const auto& par = o.parallel;
+  TrainingEstimate e;
+  e.param_only = p.param_only;
+  e.params = p.param_only ? param_only_counts(p.param_count, par.pp) : p.params;
+
+  StaticOptions so;
+  so.weight_dtype = p.workload.weight_dtype;
+  so.grad_dtype = p.workload.grad_dtype;
+  so.optimizer = p.workload.optimizer;
+  so.zero_stage = o.zero_stage;
+  so.offload_optimizer = o.offload_optimizer;
+  so.parallel = par;
+  e.static_memory.stage = rec.stage;
+  e.static_memory.num_stages = par.pp;
+  e.static_memory.weights = Bytes{t.weights};
+  e.static_memory.gradients = Bytes{t.gradients};
+  e.static_memory.optimizer = Bytes{t.optimizer};
+  e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
+  describe_static(e.static_memory, p.per_param, so);
+
+  if (p.param_only) {
+    e.memory.title = "Peak memory per GPU";
+  } else {
+    e.activations = describe_activations(p, o, t, rec);
+    e.transients = describe_transients(p, o, t, rec);
+    e.memory.title = par.pp > 1 ? fmt::format("Peak memory per GPU (pipeline stage {} of {}, the most loaded)",
+                                              t.peak_stage + 1, par.pp)
+                                : "Peak memory per GPU";
+  }
+  for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
+  if (!p.param_only) {
+    Term a;
+    a.key = "activations";
+    a.label = par.pp > 1 ? "Saved activations in flight on this stage" : "Saved activations (one micro-batch)";
+    a.formula = "Σ saved tensors (see activations)";
+    a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
+                                format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
+    a.bytes = Bytes{t.activations};
+    e.memory.add(a);
+    // The largest transient (the first of equals), as account() chose it.
+    const Term* peak = nullptr;
+    for (const auto& term : e.transients.terms)
+      if (!peak || term.bytes > peak->bytes) peak = &term;
+    if (peak) {
+      e.peak_transient_key = peak->key;
+      Term pt = *peak;
+      pt.key = "transient";
+      pt.label = "Largest transient: " + peak->label;
+      e.memory.add(pt);
+    }
+  }
+  e.memory.add(reserve_term(o.reserve));
+  if (p.param_only)
+    e.notes.push_back("--params: a parameter count alone gives static memory; activations need an architecture (--model)");
+  else
+    e.notes.push_back(
+        "gradients are counted as a persistent buffer (Megatron's grad buffer, DeepSpeed's partitions, DDP "
+        "buckets); a single-GPU loop that sets gradients to None between steps peaks lower, by up to the "
+        "gradient term");
+  return e;
+}
+
+}  // namespace actmem::detail

@@ -1,0 +1,379 @@
+#include "serve/serve.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/weight_tensors.h"
+
+namespace actmem {
+
+namespace {
+
+bool is_quantized(DType t) { return t == DType::kINT4 || t == DType::kINT8 || t == DType::kFP8; }
+bool is_float_storage(DType t) { return t == DType::kFP32 || t == DType::kBF16 || t == DType::kFP16; }
+
+/// One symbol with its value as text (values like "4/8" are not integers).
+struct Sym {
+  std::string symbol;
+  std::string value;
+};
+
+Term text_term(std::string key, std::string label, const std::vector<Sym>& factors, Bytes bytes,
+               Exactness exactness = Exactness::kExact) {
+  Term t;
+  t.key = std::move(key);
+  t.label = std::move(label);
+  t.exactness = exactness;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    t.formula += (i ? "·" : "") + factors[i].symbol;
+    t.substituted += (i ? " × " : "") + factors[i].value;
+  }
+  t.bytes = bytes;
+  return t;
+}
+
+/// A sum of products: sum_term(k, l, {{{"2",2},{"P",P}}, {{"P",P},{"f",f}}}) is "2·P + P·f".
+Term sum_term(std::string key, std::string label, const std::vector<std::vector<Factor>>& products) {
+  Term t;
+  t.key = std::move(key);
+  t.label = std::move(label);
+  Bytes sum{0};
+  for (size_t i = 0; i < products.size(); ++i) {
+    Term p = product_term("", "", products[i]);
+    t.formula += (i ? " + " : "") + p.formula;
+    t.substituted += (i ? " + " : "") + p.substituted;
+    sum += p.bytes;
+  }
+  t.bytes = sum;
+  return t;
+}
+
+std::string shard_symbol(const std::string& symbol, bool split) {
+  if (!split) return symbol;
+  return "(" + symbol + "/tp)";
+}
+
+struct ResolvedQuant {
+  DType weight = DType::kBF16;
+  int64_t group = 0;  // > 0: input columns per scale; 0: one per output row; -1: one per tensor
+  DType scale = DType::kFP16;
+  bool zero_points = false;
+};
+
+Expected<ResolvedQuant> resolve_quant(const WeightQuantOptions& q, DType base) {
+  ResolvedQuant r;
+  r.weight = q.dtype.value_or(base);
+  if (!is_quantized(r.weight) && !is_float_storage(r.weight))
+    return Error{fmt::format("--weight-dtype {}: use bf16, fp16, fp32, fp8, int8 or int4", dtype_name(r.weight))};
+  if (!is_quantized(r.weight)) {
+    if (q.group_size || q.zero_points)
+      return Error{fmt::format("--quant-group-size/--quant-zero-point apply to int4, int8 or fp8 weights, not {}",
+                               dtype_name(r.weight))};
+    return r;
+  }
+  r.group = q.group_size.value_or(r.weight == DType::kFP8 ? -1 : 128);
+  if (q.group_size && *q.group_size < 0)
+    return Error{fmt::format("--quant-group-size {}: use a positive group (128) or 0 for one scale per output row",
+                             *q.group_size)};
+  r.scale = q.scale_dtype.value_or(r.weight == DType::kFP8 ? DType::kFP32 : DType::kFP16);
+  if (!is_float_storage(r.scale))
+    return Error{fmt::format("--quant-scale-dtype {}: use fp16, bf16 or fp32", dtype_name(r.scale))};
+  r.zero_points = q.zero_points;
+  if (r.zero_points && r.weight == DType::kFP8)
+    return Error{"--quant-zero-point: fp8 weights are symmetric; drop the flag or use int4/int8"};
+  return r;
+}
+
+/// Per-GPU weight terms, one per tensor kind, plus its scales and zero points when quantized.
+Breakdown weight_breakdown(const ModelSpec& model, int64_t tp, DType base, const ResolvedQuant& q) {
+  Breakdown b;
+  b.title = "Weights per GPU";
+  for (const WeightTensor& t : weight_tensors(model)) {
+    const bool rows_split = tp > 1 && (t.shard == WeightShard::kColumn || t.shard == WeightShard::kVocab ||
+                                       t.shard == WeightShard::kKvHeads);
+    const bool cols_split = tp > 1 && t.shard == WeightShard::kRow;
+    const int64_t rows = t.rank_rows(tp);
+    const int64_t cols = t.rank_cols(tp);
+    std::string rows_symbol = t.shard == WeightShard::kKvHeads && tp > t.heads
+                                  ? std::string("d")  // one KV head per rank
+                                  : shard_symbol(t.rows_symbol, rows_split);
+    std::vector<Sym> shape{{"n", fmt::format("{}", t.count)}, {rows_symbol, fmt::format("{}", rows)}};
+    if (t.cols > 1) shape.push_back({shard_symbol(t.cols_symbol, cols_split), fmt::format("{}", cols)});
+    const int64_t numel = checked_mul(rows, cols);
+    const bool quantized = t.role == WeightRole::kLinear && is_quantized(q.weight);
+    const DType dtype = t.role == WeightRole::kLinear ? q.weight : base;
+    std::vector<Sym> factors = shape;
+    Bytes bytes;
+    if (dtype == DType::kINT4) {
+      factors.push_back({"bits/8", "4/8"});
+      bytes = Bytes{checked_mul(t.count, ceil_div(checked_mul(numel, 4), 8))};
+    } else {
+      factors.push_back({"e", fmt::format("{}", dtype_bytes(dtype))});
+      bytes = Bytes{checked_mul(checked_mul(t.count, numel), dtype_bytes(dtype))};
+    }
+    b.add(text_term("weights." + t.name, fmt::format("{} ({})", t.name, dtype_name(dtype)), factors, bytes));
+    if (!quantized) continue;
+
+    // Scales: group-wise along the input columns a rank holds, per output row, or one per tensor.
+    std::vector<Sym> scale_factors{shape[0]};
+    int64_t scales_per_tensor = 1;
+    if (q.group > 0) {
+      scale_factors.push_back(shape[1]);
+      scale_factors.push_back({"⌈" + shape[2].symbol + "/g⌉", fmt::format("{}", ceil_div(cols, q.group))});
+      scales_per_tensor = checked_mul(rows, ceil_div(cols, q.group));
+    } else if (q.group == 0) {
+      scale_factors.push_back(shape[1]);
+      scales_per_tensor = rows;
+    }
+    std::vector<Sym> scale_bytes_factors = scale_factors;
+    scale_bytes_factors.push_back({"e_s", fmt::format("{}", dtype_bytes(q.scale))});
+    b.add(text_term("weights." + t.name + ".scales", fmt::format("{} scales ({})", t.name, dtype_name(q.scale)),
+                    scale_bytes_factors,
+                    Bytes{checked_mul(checked_mul(t.count, scales_per_tensor), dtype_bytes(q.scale))}));
+    if (q.zero_points) {
+      const int bits = dtype_bits(q.weight);
+      scale_factors.push_back({"bits/8", fmt::format("{}/8", bits)});
+      b.add(text_term("weights." + t.name + ".zeros", fmt::format("{} zero points ({}-bit)", t.name, bits),
+                      scale_factors, Bytes{checked_mul(t.count, ceil_div(checked_mul(scales_per_tensor, bits), 8))}));
+    }
+  }
+  return b;
+}
+
+/// The candidate peaks of one forward pass (see serve.h for the model).
+Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64_t e) {
+  Breakdown b;
+  b.title = "Activation workspace candidates (largest wins)";
+  const int64_t tp = o.tp;
+  const int64_t T = o.context_len;
+  const int64_t P = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, checked_mul(T, o.batch)) : T;
+  const int64_t a_r = m.num_heads / tp;
+  const Factor Pf{"P", P}, ef{"e", e}, hf{"h", m.hidden};
+
+  std::vector<std::vector<Factor>> attn{{{"2", 2}, Pf, hf, ef}};
+  if (m.mla) {
+    const MlaSpec& mla = *m.mla;
+    attn.push_back({Pf, {"(a/tp)·(d_nope+d_rope)", a_r * mla.qk_head_dim()}, ef});
+    attn.push_back({Pf, {"(r_kv+d_rope)", mla.kv_lora_rank + mla.qk_rope_head_dim}, ef});
+    attn.push_back({{"T", T}, {"(a/tp)·(d_nope+d_rope+d_v)", a_r * (mla.qk_head_dim() + mla.v_head_dim)}, ef});
+    attn.push_back({Pf, {"(a/tp)·d_v", a_r * mla.v_head_dim}, ef});
+  } else {
+    const int64_t kv_r = m.kv_heads_per_rank(tp);
+    attn.push_back({Pf, {"(a/tp)·d", a_r * m.head_dim}, ef});
+    attn.push_back({{"2", 2}, Pf, {"(kv/tp)·d", kv_r * m.head_dim}, ef});
+    attn.push_back({Pf, {"(a/tp)·d", a_r * m.head_dim}, ef});
+  }
+  if (!o.flash_attention) attn.push_back({{"(a/tp)", a_r}, Pf, {"T", T}, {"(4+e)", 4 + e}});
+  b.add(sum_term("activation.attention",
+                 o.flash_attention ? "attention block (flash: no P×T scores)" : "attention block with P×T scores",
+                 attn));
+
+  int64_t f = 0;
+  for (const auto& l : m.layers)
+    if (!l.moe) f = std::max(f, l.ffn);
+  if (f > 0) {
+    const int64_t f_r = ceil_div(f, tp);
+    b.add(sum_term("activation.mlp", m.gated_mlp ? "dense MLP block (gate|up, activation)" : "dense MLP block",
+                   {{{"2", 2}, Pf, hf, ef},
+                    {Pf, {m.gated_mlp ? "2·(f/tp)" : "(f/tp)", (m.gated_mlp ? 2 : 1) * f_r}, ef},
+                    {Pf, {"(f/tp)", f_r}, ef}}));
+  }
+  if (m.is_moe()) {
+    const MoeSpec& moe = *m.moe;
+    const int64_t fe_r = ceil_div(moe.expert_ffn, tp);
+    const int64_t per_copy = (m.gated_mlp ? 3 : 2) * fe_r + m.hidden;
+    b.add(sum_term("activation.moe", "MoE block (k routed copies of each token, fp32 router logits)",
+                   {{{"2", 2}, Pf, hf, ef},
+                    {Pf, {"k", moe.experts_per_token}, {m.gated_mlp ? "(3·f_e/tp+h)" : "(2·f_e/tp+h)", per_copy}, ef},
+                    {Pf, {"E", moe.num_experts}, {"4", 4}}}));
+  }
+  b.add(sum_term("activation.lm_head", "LM head on the b sampled positions (logits, then fp32)",
+                 {{{"b", o.batch}, hf, ef}, {{"b", o.batch}, {"V", m.vocab}, {"(e+4)", e + 4}}}));
+  return b;
+}
+
+}  // namespace
+
+DType serving_dtype(const ModelSpec& model, std::optional<DType> dtype, std::optional<DType> weight_dtype) {
+  if (dtype) return *dtype;
+  if (weight_dtype && is_float_storage(*weight_dtype)) return *weight_dtype;
+  return model.dtype == DType::kFP32 ? DType::kFP16 : model.dtype;
+}
+
+Bytes ServeReport::weights_bytes() const { return memory.find("weights")->bytes; }
+Bytes ServeReport::activation_bytes() const { return memory.find("activation_workspace")->bytes; }
+Bytes ServeReport::non_torch_bytes() const { return memory.find("non_torch")->bytes; }
+
+Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOptions& options) {
+  if (auto ok = model.validate(); !ok) return ok.error();
+  if (options.tp < 1) return Error{fmt::format("--tp {}: must be at least 1", options.tp)};
+  if (model.num_heads % options.tp != 0)
+    return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; valid --tp values: {}",
+                             options.tp, model.num_heads, [&] {
+                               std::string v;
+                               for (int64_t t = 1; t <= model.num_heads; ++t)
+                                 if (model.num_heads % t == 0) v += (v.empty() ? "" : ", ") + std::to_string(t);
+                               return v;
+                             }())};
+  // Bounds that keep every product in int64 and reject typos: 16M tokens of context, 1M sequences.
+  struct Bound {
+    const char* flag;
+    int64_t value, lo, hi;
+  };
+  const Bound bounds[] = {{"--context-len", options.context_len, 1, int64_t{1} << 24},
+                          {"--batch", options.batch, 1, int64_t{1} << 20},
+                          {"--tp", options.tp, 1, int64_t{1} << 14},
+                          {"--block-size", options.kv.block_size, 0, int64_t{1} << 16},
+                          {"--prefill-chunk", options.prefill_chunk, 0, int64_t{1} << 24}};
+  for (const auto& b : bounds)
+    if (b.value < b.lo || b.value > b.hi)
+      return Error{fmt::format("{} {} is out of range; use {}..{}", b.flag, b.value, b.lo, b.hi)};
+  if (model.learned_positions && model.max_positions > 0 && options.context_len > model.max_positions)
+    return Error{fmt::format("--context-len {} exceeds the model's learned position table ({} positions); use "
+                             "--context-len <= {}",
+                             options.context_len, model.max_positions, model.max_positions)};
+  if (options.weights.group_size && *options.weights.group_size > 0 && model.hidden % *options.weights.group_size != 0)
+    return Error{fmt::format("--quant-group-size {}: groups must divide the input width (hidden_size {}); use e.g. 128",
+                             *options.weights.group_size, model.hidden)};
+  if (options.prefill_chunk < 0)
+    return Error{fmt::format("--prefill-chunk {}: must be a positive number of tokens, or 0 for the whole context",
+                             options.prefill_chunk)};
+
+  const DType base = serving_dtype(model, options.dtype, options.weights.dtype);
+  if (!is_float_storage(base))
+    return Error{fmt::format("--dtype {}: the activation/base dtype must be bf16, fp16 or fp32", dtype_name(base))};
+  auto quant = resolve_quant(options.weights, base);
+  if (!quant) return quant.error();
+
+  KvCacheOptions kv_options = options.kv;
+  kv_options.tp = options.tp;
+  auto kv = estimate_kv_cache(model, kv_options, options.context_len, options.batch);
+  if (!kv) return kv.error();
+
+  try {
+    ServeReport r;
+    r.base_dtype = base;
+    r.weight_dtype = quant->weight;
+    r.weights = weight_breakdown(model, options.tp, base, *quant);
+    r.kv = std::move(*kv);
+    r.activation = activation_candidates(model, options, dtype_bytes(base));
+    r.memory.title = fmt::format("Serving memory per GPU (tp {})", options.tp);
+
+    Term weights{"weights", fmt::format("weights ({}{})", dtype_name(quant->weight),
+                                        is_quantized(quant->weight) ? fmt::format(", rest {}", dtype_name(base)) : ""),
+                 "Σ weight tensors per GPU", fmt::format("{} tensor kinds", r.weights.terms.size()),
+                 r.weights.total()};
+    r.memory.add(std::move(weights));
+
+    Term kv_term;
+    if (r.kv.breakdown.terms.size() == 1) {
+      kv_term = r.kv.breakdown.terms.front();
+    } else {
+      kv_term.formula = "Σ layer groups";
+      for (const auto& t : r.kv.breakdown.terms)
+        kv_term.substituted += (kv_term.substituted.empty() ? "" : " + ") + fmt::format("{}", t.bytes.count());
+    }
+    kv_term.key = "kv_cache";
+    kv_term.label = fmt::format("KV cache ({}, {} × {} tokens)", dtype_name(kv_options.dtype), options.batch,
+                                options.context_len);
+    kv_term.bytes = r.kv.total;
+    r.memory.add(std::move(kv_term));
+
+    if (options.activation_peak) {
+      Term t{"activation_workspace", "activation peak (measured, given)", "given", format_binary(*options.activation_peak),
+             *options.activation_peak, Exactness::kAllowance, "replaces the modelled workspace"};
+      r.memory.add(std::move(t));
+    } else {
+      auto peak = std::max_element(r.activation.terms.begin(), r.activation.terms.end(),
+                                   [](const Term& x, const Term& y) { return x.bytes < y.bytes; });
+      Term t = *peak;
+      t.note = "peak: " + t.label;
+      t.key = "activation_workspace";
+      t.label = "activation workspace (forward only, largest live set)";
+      r.memory.add(std::move(t));
+    }
+
+    const Bytes non_torch = options.non_torch.value_or(kDefaultNonTorch);
+    r.memory.add(Term{"non_torch",
+                      options.non_torch ? "non-torch memory (given)"
+                                        : "non-torch allowance (cuBLAS/NCCL workspaces, CUDA graphs)",
+                      "given", format_binary(non_torch), non_torch, Exactness::kAllowance,
+                      "vLLM measures 0.10-1.79 GiB; CUDA context is outside the utilization budget"});
+
+    r.notes = r.kv.layout.notes;
+    if (is_quantized(quant->weight))
+      r.notes.push_back(fmt::format(
+          "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}",
+          dtype_name(quant->weight), dtype_name(quant->scale),
+          quant->group > 0 ? fmt::format("per group of {} inputs", quant->group)
+                           : (quant->group == 0 ? "per output row" : "per tensor"),
+          quant->zero_points ? " and zero points" : "", dtype_name(base)));
+    if (!options.activation_peak)
+      r.notes.push_back(fmt::format("prefill pass of P = {} tokens; attention {}",
+                                    options.prefill_chunk > 0
+                                        ? std::min(options.prefill_chunk, options.context_len * options.batch)
+                                        : options.context_len,
+                                    options.flash_attention ? "flash (no score matrix)" : "eager (fp32 scores)"));
+    return r;
+  } catch (const OverflowError&) {
+    return Error{"serving memory overflowed int64; check --context-len, --batch and the model's sizes"};
+  }
+}
+
+Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeReport& serving,
+                                           const CapacityOptions& options) {
+  if (options.gpu_memory.count() <= 0)
+    return Error{"--gpu-memory: must be a positive size, e.g. 80GiB, or pick --gpu"};
+  if (!(options.utilization > 0.0 && options.utilization <= 1.0))
+    return Error{fmt::format("--gpu-memory-utilization {}: must be in (0, 1], e.g. 0.9", options.utilization)};
+  try {
+    CapacityReport c;
+    c.gpu_memory = options.gpu_memory;
+    c.utilization = options.utilization;
+    c.usable = Bytes{static_cast<int64_t>(std::floor(static_cast<double>(options.gpu_memory.count()) *
+                                                     options.utilization))};
+    c.budget.title = "KV cache budget per GPU (vLLM)";
+    c.budget.add(Term{"usable", "GPU memory × utilization", "M·u",
+                      fmt::format("{} × {}", options.gpu_memory.count(), options.utilization), c.usable});
+    for (const char* key : {"weights", "activation_workspace", "non_torch"}) {
+      Term t = *serving.memory.find(key);
+      t.label = "minus " + t.label;
+      t.bytes = Bytes{0} - t.bytes;
+      c.budget.add(std::move(t));
+    }
+    c.kv_budget = c.budget.total();
+    c.fits = serving.total() <= c.usable;
+
+    const KvCacheLayout& layout = serving.kv.layout;
+    const int64_t budget = std::max<int64_t>(0, c.kv_budget.count());
+    if (layout.block_size > 0) {
+      c.kv_blocks = budget / checked_mul(layout.block_size, layout.per_token.count());
+      c.kv_tokens = c.kv_blocks * layout.block_size;
+    } else {
+      c.kv_tokens = budget / layout.per_token.count();
+    }
+    c.max_sequences = budget / layout.per_sequence(serving.kv.context_len).count();
+
+    // Longest context for b sequences: per_sequence is non-decreasing in T, so bisect.
+    const int64_t batch = serving.kv.batch;
+    const int64_t limit = model.max_positions > 0 ? model.max_positions : int64_t{1} << 31;
+    auto fits_tokens = [&](int64_t t) { return checked_mul(batch, layout.per_sequence(t).count()) <= budget; };
+    int64_t lo = 0, hi = limit;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo + 1) / 2;
+      if (fits_tokens(mid))
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    c.max_context_len = lo;
+    c.context_limited_by_model = model.max_positions > 0 && lo == model.max_positions;
+    return c;
+  } catch (const OverflowError&) {
+    return Error{"capacity arithmetic overflowed int64; check --gpu-memory"};
+  }
+}
+
+}  // namespace actmem

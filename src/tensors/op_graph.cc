@@ -1,0 +1,687 @@
+// Op builders: one function per op pattern (norm, linear, attention, MLP, MoE ...), each declaring
+// the storages it creates and which it saves, under the framework's save rules (kRules, a table).
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (Eq. 1,
+// Table 2) is the reference for the Megatron rules and their TP/SP/selective variants; the HF rules
+// are verified tensor by tensor in validation/EXPECTED.md.
+#include "tensors/op_graph.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "util/bytes.h"           // checked arithmetic
+#include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
+
+namespace actmem::detail {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Framework save rules: data, one row per framework (activation-rules.md, the two tables).
+
+/// What a normalization keeps for backward.
+struct NormSaves {
+  bool input;       // the input itself (fused kernels, nn.LayerNorm)
+  bool input_fp32;  // an fp32 copy of the input: HF RMSNorm's x.to(float32) (the input itself when already fp32)
+  bool mean;        // LayerNorm's fp32 mean (RMSNorm has none)
+  bool rstd;        // fp32 1/std per row
+  bool normalized;  // x·rstd cast back to the activation dtype, saved by the `weight *` multiply
+};
+
+/// What the MoE block keeps beyond its experts' MLPs (HF: the MixtralSparseMoeBlock loop, verified
+/// in validation/EXPECTED.md; Megatron: permute/unpermute, not yet measured).
+struct MoeSaves {
+  bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
+  bool topk_weights_kept_by_normalization;  // only `/=` keeps the fp32 top-k weights (topk keeps indices)
+  int index_bytes;        // per routed row: torch.where's (row, token) pair is one (n, 2) int64 storage
+  bool index_add_source;  // index_add_ keeps its source, the weighted expert output
+};
+
+/// HF eager attention: torch.matmul folds (b, heads) with reshape, so a q, k or v that is a strided
+/// view (a slice of a fused QKV output, a transposed projection output) is copied and the copy is
+/// what bmm keeps; Megatron's bmm on [s, b·a, d] views keeps the views (and their whole storage).
+struct FrameworkRules {
+  Framework framework;
+  NormSaves rms_norm;
+  NormSaves layer_norm;
+  bool fused_qkv;           // always one QKV linear (q, k, v are views of its output)
+  bool fused_gate_up;       // always one [gate|up] fc1
+  bool fused_gated_kernel;  // SwiGLU as one kernel saving only its input (else act and mul save theirs)
+  bool rope_saves_cos_sin;  // q·cos + rotate_half(q)·sin saves cos and sin (shared across layers)
+  bool python_gelu_new;     // gelu_new written as its Python formula: saves x, tanh, 0.5·x, 1 + tanh
+  bool softmax_fp32;        // eager softmax(dtype=float32) saves an fp32 output (unless the model says otherwise)
+  bool eager_matmul_copies_views;  // eager QKᵀ / AV keep copies of strided q, k, v views, not their storage
+  bool flash_pads_v;        // MLA with flash_attention_2: v padded to the q/k head dim (HF DeepSeek-V3; not sdpa)
+  const char* loss_name;    // what the loss keeps: HF log_softmax, Megatron's fused softmax
+  MoeSaves moe;
+  bool embedding_dropout_is_hidden;  // Megatron applies hidden_dropout to the embeddings
+  bool position_ids_batched;         // Megatron collates position ids as (b, s); HF passes (1, s)
+};
+
+constexpr std::array<FrameworkRules, 2> kRules{{
+    // HuggingFace transformers, eager PyTorch op by op (modeling_llama.py, modeling_gpt2.py, ...).
+    {Framework::kHF,
+     /*rms_norm=*/{false, true, false, true, true},
+     /*layer_norm=*/{true, false, true, true, false},
+     /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
+     /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
+     /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, "loss.log_softmax",
+     /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
+    // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
+    {Framework::kMegatron,
+     /*rms_norm=*/{true, false, false, true, false},
+     /*layer_norm=*/{true, false, true, true, false},
+     /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
+     /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
+     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.softmax",
+     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
+}};
+
+const FrameworkRules& rules_for(Framework f) {
+  for (const auto& r : kRules)
+    if (r.framework == f) return r;
+  return kRules[0];
+}
+
+/// HF modeling-file quirks that differ by model_type (a row per family that deviates from Llama's;
+/// validation/EXPECTED.md verifies each against the measured saved tensors).
+struct HfModelTraits {
+  std::string_view model_type;
+  bool softmax_in_activation_dtype = false;  // GPT-2: nn.functional.softmax without dtype=float32
+  // GemmaRMSNorm: `(x·rsqrt).float() * (1.0 + weight.float())`, then cast: the multiply keeps the
+  // fp32 normalized x (instead of Llama's activation-dtype one) and the fp32 (1 + w) vector.
+  bool rms_norm_scale_fp32 = false;
+  // DeepseekV3TopkRouter: `F.linear(x.type(float32), weight.type(float32))` keeps fp32 copies of its
+  // input (T·h) and of the router weight (E·h: a new tensor, not the parameter) unless the
+  // activations already are fp32 (then both are the originals: the norm output, the parameter).
+  bool router_fp32 = false;
+  // DeepseekV3MoE.moe: the fp32 routing weights are not cast back, so `expert_out * weight` is
+  // promoted to fp32: the weight column (k·T) and the weighted output kept by index_add_ (k·T·h)
+  // are fp32 (Mixtral / Qwen MoE cast the weights to the activation dtype first).
+  bool moe_combine_fp32 = false;
+};
+constexpr std::array<HfModelTraits, 4> kHfTraits{{
+    {.model_type = "gpt2", .softmax_in_activation_dtype = true},
+    {.model_type = "gemma", .rms_norm_scale_fp32 = true},
+    {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
+    {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
+}};
+
+HfModelTraits hf_traits(const ModelSpec& m) {
+  for (const auto& t : kHfTraits)
+    if (t.model_type == m.model_type) return t;
+  return HfModelTraits{};
+}
+
+constexpr std::array<const char*, 7> kGroupNames{"attention", "mlp", "norms", "moe", "embedding", "head+loss", "shared"};
+
+// ---------------------------------------------------------------------------------------------
+// The graph under construction.
+
+using Shape = std::vector<Dim>;
+
+Shape cat(Shape a, std::initializer_list<Dim> b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct Builder {
+  Graph g;
+
+  int add(std::string name, Group group, const char* op, Shape shape, DType dtype, std::string note = {}) {
+    Storage st;
+    st.name = std::move(name);
+    st.group = group;
+    st.op = op;
+    st.shape = std::move(shape);
+    st.dtype = dtype;
+    st.note = std::move(note);
+    g.storages.push_back(std::move(st));
+    return static_cast<int>(g.storages.size()) - 1;
+  }
+  void save(int id) { at(id).saved_outside_core = true; }
+  void save_core(int id) { at(id).saved_by_core = true; }
+  Storage& at(int id) { return g.storages[static_cast<std::size_t>(id)]; }
+};
+
+/// What every builder reads: the model, the rules, the workload's choices, the variant.
+struct Context {
+  const ModelSpec& model;
+  const Workload& workload;
+  const FrameworkRules& rules;
+  Variant variant;
+  DType e;  // activation dtype
+  double hidden_p;
+  double attention_p;
+  bool flash;
+  bool softmax_fp32;
+  bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
+  HfModelTraits hf;      // the model's HF quirks; the defaults (none) under other frameworks
+
+  // The symbols every builder uses.
+  Dim s_rep = Dim::of(Sym::kSeqRep);
+  Dim s_tp = Dim::of(Sym::kSeqTp);
+  Dim s_key = Dim::of(Sym::kSeqKey);
+  Dim b = Dim::of(Sym::kBatch);
+  Dim h = Dim::of(Sym::kHidden);
+  Dim q_heads = Dim::of(Sym::kQHeads);
+  Dim kv_heads = Dim::of(Sym::kKvHeads);
+  Dim d = Dim::of(Sym::kHeadDim);
+  Dim vocab = Dim::of(Sym::kVocab);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Op builders. Each returns the id of the storage it produces; saves are declared where the op
+// that keeps them runs (a linear keeps its input, an activation its input, ...).
+
+/// RMSNorm / LayerNorm over `width` per row. `input` may be a view: saving it keeps its base.
+int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& width, const std::string& prefix,
+         Group group) {
+  const bool rms = c.model.norm == NormKind::kRMSNorm;
+  const NormSaves& keep = rms ? c.rules.rms_norm : c.rules.layer_norm;
+  const char* op = rms ? "RMSNorm" : "LayerNorm";
+  const auto full = cat(rows, {width});
+  if (keep.input) g.save(input);
+  if (keep.input_fp32) {
+    if (c.e == DType::kFP32)
+      g.save(input);  // x.to(float32) is a no-op: the input itself is what pow() keeps
+    else
+      g.save(g.add(prefix + ".input_fp32", group, op, full, DType::kFP32, "x.to(float32) kept by pow(2)"));
+  }
+  if (keep.mean && !rms) g.save(g.add(prefix + ".mean", group, op, rows, DType::kFP32));
+  if (keep.rstd) g.save(g.add(prefix + ".rstd", group, op, rows, DType::kFP32));
+  if (keep.normalized && rms && c.norm_scale_fp32) {
+    // Gemma: (x·rstd) * (1 + w) in fp32 keeps both factors; with e = 4 the product is the output.
+    g.save(g.add(prefix + ".normalized", group, op, full, DType::kFP32, "x·rstd in fp32, kept by (1 + w)·x"));
+    g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
+                 "1 + weight.float(): a new vector (not the parameter), kept by the multiply"));
+  } else if (keep.normalized) {
+    g.save(g.add(prefix + ".normalized", group, op, full, c.e, "x·rstd in the activation dtype, kept by weight·x"));
+  }
+  return g.add(prefix + ".out", group, op, full, c.e);
+}
+
+/// nn.Linear / a Megatron parallel linear: keeps its input.
+int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string name, Group group) {
+  g.save(input);
+  return g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
+}
+
+/// Dropout with probability p: a bool mask; the output is kept only if the next op keeps it.
+int dropout(Builder& g, int input, double p, const Shape& shape, const std::string& prefix, Group group, DType e) {
+  if (p <= 0.0) return input;
+  g.save(g.add(prefix + ".dropout_mask", group, "dropout", shape, DType::kBool));
+  return g.add(prefix + ".dropout_out", group, "dropout", shape, e);
+}
+
+/// The MLP activation on `input` of `shape`; returns its output.
+int activation(Builder& g, const Context& c, int input, const Shape& shape, const std::string& prefix, Group group) {
+  const ActFn act = c.model.act;
+  if (act == ActFn::kRelu) {  // relu's backward reads its output
+    int out = g.add(prefix + ".act_out", group, "relu", shape, c.e);
+    g.save(out);
+    return out;
+  }
+  if (act == ActFn::kGeluNew && c.rules.python_gelu_new) {
+    // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): pow keeps x, tanh its output, the final mul both factors.
+    g.save(input);
+    g.save(g.add(prefix + ".gelu_tanh", group, "gelu_new (Python)", shape, c.e));
+    g.save(g.add(prefix + ".gelu_half_x", group, "gelu_new (Python)", shape, c.e, "0.5·x"));
+    g.save(g.add(prefix + ".gelu_one_plus_tanh", group, "gelu_new (Python)", shape, c.e, "1 + tanh(..)"));
+    return g.add(prefix + ".act_out", group, "gelu_new (Python)", shape, c.e);
+  }
+  g.save(input);  // silu / gelu / gelu-tanh keep their input
+  return g.add(prefix + ".act_out", group, act == ActFn::kSilu ? "silu" : "gelu", shape, c.e);
+}
+
+/// Dense MLP (or one expert bank) on `rows` tokens with intermediate `ffn` (a symbol); returns
+/// down's output.
+int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, const std::string& prefix, Group group) {
+  const auto f_shape = cat(rows, {Dim::of(ffn)});
+  int product = -1;
+  if (c.model.gated_mlp) {
+    const bool fused = c.model.fused_gate_up || c.rules.fused_gate_up;
+    int gate = -1;
+    int up = -1;
+    if (fused) {
+      gate = up = linear(g, c, input, cat(rows, {Dim::of(ffn, 2)}), prefix + ".gate_up", group);
+    } else {
+      gate = linear(g, c, input, f_shape, prefix + ".gate", group);
+      up = linear(g, c, input, f_shape, prefix + ".up", group);
+    }
+    if (c.rules.fused_gated_kernel) {
+      g.save(gate);  // the fused kernel keeps only its input, [gate|up]
+      product = g.add(prefix + ".act_mul_up", group, "fused SwiGLU", f_shape, c.e);
+    } else {
+      int act_out = activation(g, c, gate, f_shape, prefix, group);
+      g.save(act_out);  // act(gate) * up keeps both factors
+      g.save(up);
+      product = g.add(prefix + ".act_mul_up", group, "mul", f_shape, c.e);
+    }
+  } else {
+    int fc1 = linear(g, c, input, f_shape, prefix + ".fc1", group);
+    product = activation(g, c, fc1, f_shape, prefix, group);
+  }
+  return linear(g, c, product, cat(rows, {c.h}), prefix + ".down", group);
+}
+
+/// Core attention: QKᵀ, softmax, dropout, AV (eager) or one flash kernel. k and v carry
+/// `kv_heads` heads (fewer than q's when `repeat`); q carries c.q_heads. Returns the context
+/// tensor that the output projection reads.
+int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repeat, const Dim& d_qk, const Dim& d_v) {
+  const Group grp = Group::kAttention;
+  for (int id : {q, k, v}) g.at(id).core_input = true;
+  const Shape q_shape{c.s_tp, c.b, c.q_heads, d_qk};
+  if (c.flash) {
+    for (int id : {q, k, v}) g.save_core(id);
+    int out = g.add("attn.flash_out", grp, "flash attention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
+    g.save_core(out);
+    g.save_core(g.add("attn.logsumexp", grp, "flash attention", {c.b, c.q_heads, c.s_tp}, DType::kFP32));
+    return out;
+  }
+  int q_full = q;
+  int k_full = k;
+  int v_full = v;
+  const Shape v_shape{c.s_tp, c.b, c.q_heads, d_v};
+  if (repeat) {  // GQA/MQA: k and v are copied out to every query head
+    k_full = g.add("attn.k_repeated", grp, "repeat_kv", q_shape, c.e, "copy of k at all heads");
+    v_full = g.add("attn.v_repeated", grp, "repeat_kv", v_shape, c.e, "copy of v at all heads");
+  } else if (c.rules.eager_matmul_copies_views) {
+    // v is a strided view (transposed projection output, or a slice of a fused QKV output): matmul's
+    // reshape copies it. k and q are fresh RoPE outputs unless they are views of the fused output too.
+    v_full = g.add("attn.v_copy", grp, "matmul reshape", v_shape, c.e, "copy of the strided v view");
+    if (k == v) k_full = g.add("attn.k_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided k view");
+  }
+  if (c.rules.eager_matmul_copies_views && q == v)
+    q_full = g.add("attn.q_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided q view");
+  g.save_core(q_full);  // QKᵀ keeps both operands
+  g.save_core(k_full);
+  const Shape scores{c.b, c.q_heads, c.s_tp, c.s_key};
+  if (c.model.attn_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
+    g.save_core(g.add("attn.softcap_tanh", grp, "tanh", scores, c.e, "attn_logit_softcapping"));
+  const DType softmax_dtype = c.softmax_fp32 ? DType::kFP32 : c.e;
+  int softmax = g.add("attn.softmax", grp, "softmax", scores, softmax_dtype);
+  g.save_core(softmax);  // softmax's backward reads its output
+  int probs = softmax_dtype == c.e ? softmax : g.add("attn.probs", grp, "to(dtype)", scores, c.e);
+  if (c.attention_p > 0.0) {
+    g.save_core(g.add("attn.dropout_mask", grp, "dropout", scores, DType::kBool));
+    probs = g.add("attn.probs_dropout", grp, "dropout", scores, c.e);
+  }
+  g.save_core(probs);  // AV keeps both operands
+  g.save_core(v_full);
+  return g.add("attn.context", grp, "AV", {c.s_tp, c.b, c.q_heads, d_v}, c.e,
+               "heads transposed back and made contiguous for the output projection");
+}
+
+/// Multi-head or grouped-query attention with optional RoPE and q/k norms.
+int standard_attention(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kAttention;
+  const auto& m = c.model;
+  int q = -1;
+  int k = -1;
+  int v = -1;
+  if (m.fused_qkv || c.rules.fused_qkv) {
+    const Dim heads{0, nullptr, Sym::kQHeads, 1, Sym::kKvHeads, 2};  // (a/t + 2·kv/t)
+    q = k = v = linear(g, c, x, {c.s_tp, c.b, heads, c.d}, "attn.qkv", grp);
+    g.at(q).note = "q, k and v are views of this one output: keeping any keeps all of it";
+  } else {
+    q = linear(g, c, x, {c.s_tp, c.b, c.q_heads, c.d}, "attn.q", grp);
+    k = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.k", grp);
+    v = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.v", grp);
+  }
+  if (m.qk_norm) {
+    q = norm(g, c, q, {c.s_tp, c.b, c.q_heads}, c.d, "attn.q_norm", Group::kNorms);
+    k = norm(g, c, k, {c.s_tp, c.b, c.kv_heads}, c.d, "attn.k_norm", Group::kNorms);
+  }
+  if (!m.learned_positions) {  // RoPE: q and k become new tensors; HF keeps only cos/sin (shared)
+    const char* op = c.rules.rope_saves_cos_sin ? "RoPE" : "fused RoPE";
+    q = g.add("attn.q_rope", grp, op, {c.s_tp, c.b, c.q_heads, c.d}, c.e);
+    k = g.add("attn.k_rope", grp, op, {c.s_tp, c.b, c.kv_heads, c.d}, c.e);
+  }
+  return core_attention(g, c, q, k, v, c.variant.gqa_repeat, c.d, c.d);
+}
+
+/// DeepSeek multi-head latent attention (modeling_deepseek_v3.py; Megatron multi_latent_attention.py).
+int latent_attention(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kAttention;
+  const MlaSpec& mla = *c.model.mla;
+  const Dim qk = Dim::lit("dqk", mla.qk_head_dim());
+  const Dim dv = Dim::lit("dv", mla.v_head_dim);
+  const Shape rows{c.s_rep, c.b};  // the down projections are replicated across TP
+  if (mla.q_lora_rank > 0) {
+    int qa = linear(g, c, x, cat(rows, {Dim::lit("rq", mla.q_lora_rank)}), "attn.q_a_proj", grp);
+    int qn = norm(g, c, qa, rows, Dim::lit("rq", mla.q_lora_rank), "attn.q_a_norm", Group::kNorms);
+    linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_b_proj", grp);
+  } else {
+    linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
+  }
+  // q is split into nope/rope parts and re-concatenated: the projection output is not kept itself.
+  int ckv = linear(g, c, x, cat(rows, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
+                   "attn.kv_a_proj_with_mqa", grp);
+  g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
+  int kvb = linear(g, c, kvn,
+                   {c.s_tp, c.b, c.q_heads, Dim::lit("(dn+dv)", mla.qk_nope_head_dim + mla.v_head_dim)},
+                   "attn.kv_b_proj", grp);
+  g.at(kvb).note = "k_nope and v are views of it";
+  int query = g.add("attn.q", grp, "cat(q_nope, rope(q_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
+  int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
+  int value = kvb;
+  Dim v_dim = dv;
+  // modeling_deepseek_v3.py pads only under flash_attention_2; sdpa takes v at its own head dim.
+  const bool pad = c.workload.attention == AttentionImpl::kFlash && c.rules.flash_pads_v &&
+                   mla.qk_head_dim() != mla.v_head_dim;
+  if (pad) {
+    value = g.add("attn.v_padded", grp, "pad", {c.s_tp, c.b, c.q_heads, qk}, c.e, "v padded to the q/k head dim");
+    v_dim = qk;
+  }
+  int context = core_attention(g, c, query, key, value, /*repeat=*/false, qk, v_dim);
+  if (pad)  // attn_output[..., :dv].reshape(..).contiguous(): a copy
+    context = g.add("attn.context", grp, "slice+contiguous", {c.s_tp, c.b, c.q_heads, dv}, c.e);
+  return context;
+}
+
+/// Routed experts (+ shared experts) on the normed input `x`; returns the combined output.
+int moe(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
+  const Shape tokens{c.s_rep, c.b};
+  const Dim experts = Dim::lit("E", spec.num_experts);
+  const Dim top_k = Dim::lit("k", spec.experts_per_token);
+  linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
+  if (c.hf.router_fp32 && c.e != DType::kFP32) {
+    g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
+    g.save(g.add("moe.router_weight_fp32", grp, "router", {experts, c.h}, DType::kFP32,
+                 "weight.float(): a new copy of the gate parameter, kept by F.linear"));
+  }
+  g.save(g.add("moe.router_probs", grp, "router", cat(tokens, {experts}), DType::kFP32,
+               "fp32 softmax/sigmoid scores, kept by their backward"));
+  g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64));
+  if (spec.normalize_topk || !c.rules.moe.topk_weights_kept_by_normalization)
+    g.save(g.add("moe.topk_weights", grp, "top-k", cat(tokens, {top_k}), DType::kFP32));
+  if (c.rules.moe.topk_row_sums && spec.normalize_topk)
+    g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
+
+  // Rows each GPU's experts process (Sym::kMoeRows): k·s·b/ep with balanced routing (dropless), or
+  // the padded capacity E·⌈cf·k·s·b/E⌉/ep with a capacity factor; bound by the layout.
+  const Shape rows{Dim::of(Sym::kMoeRows)};
+  int dispatched = g.add("moe.dispatched", grp, "dispatch", cat(rows, {c.h}), c.e, "tokens gathered per expert");
+  const auto index_shape = c.rules.moe.index_bytes == 16 ? cat(rows, {Dim::lit("2", 2)}) : rows;  // (row, token) pairs
+  g.save(g.add("moe.token_index", grp, "dispatch", index_shape, DType::kINT64));
+  int expert_out = mlp(g, c, dispatched, rows, Sym::kExpertFfn, "moe.experts", grp);
+  g.save(expert_out);  // scaled by its routing weight: the mul keeps both
+  const DType combine = c.hf.moe_combine_fp32 ? DType::kFP32 : c.e;
+  g.save(g.add("moe.combine_weights", grp, "combine", rows, combine));
+  if (c.rules.moe.index_add_source)
+    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), combine, "index_add_ keeps its source"));
+  int out = g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e);
+  if (spec.shared_ffn > 0) {
+    int shared = mlp(g, c, x, {c.s_tp, c.b}, Sym::kSharedFfn, "moe.shared", grp);
+    if (spec.shared_expert_gate) {  // sigmoid(Linear(h, 1)(x)) * shared(x): keeps both factors
+      g.save(g.add("moe.shared_gate", grp, "sigmoid", cat(tokens, {Dim::lit("1", 1)}), c.e));
+      g.save(shared);
+    }
+  }
+  return out;
+}
+
+/// One transformer layer; `layer_input` is storage 0.
+Graph build_layer(const Context& c, const LayerSpec& spec) {
+  Builder g;
+  const auto& m = c.model;
+  const Shape hidden{c.s_rep, c.b, c.h};
+  int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
+  int n1 = norm(g, c, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
+  int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
+  int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
+  if (m.sandwich_norms) attn_out = norm(g, c, attn_out, {c.s_rep, c.b}, c.h, "attn_post_norm", Group::kNorms);
+  dropout(g, attn_out, c.hidden_p, hidden, "attn.hidden", Group::kAttention, c.e);
+  int h1 = m.parallel_residual ? x : g.add("attn.residual", Group::kNorms, "add", hidden, c.e);
+  int n2 = norm(g, c, h1, {c.s_rep, c.b}, c.h, "mlp_norm", Group::kNorms);
+  if (spec.moe)
+    moe(g, c, n2);
+  else
+    mlp(g, c, n2, {c.s_tp, c.b}, Sym::kFfn, "mlp", Group::kMlp);
+  // The block's output after TP's all-reduce (or reduce-scatter under SP).
+  int mlp_out = g.add("mlp.out", Group::kMlp, "all-reduce", hidden, c.e);
+  if (m.sandwich_norms) mlp_out = norm(g, c, mlp_out, {c.s_rep, c.b}, c.h, "mlp_post_norm", Group::kNorms);
+  dropout(g, mlp_out, c.hidden_p, hidden, "mlp.hidden", Group::kMlp, c.e);
+  return std::move(g.g);
+}
+
+Graph build_embedding(const Context& c) {
+  Builder g;
+  const Dim s_ids = c.s_tp;
+  g.save(g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64));
+  // Megatron-LM VocabParallelEmbedding.forward (tensor_parallel/layers.py), tp > 1: ids outside the
+  // rank's vocabulary are masked, and `output_parallel[input_mask, :] = 0.0` (index_put_) keeps the
+  // bool mask (measured: validation/EXPECTED.md, "one rank").
+  if (c.rules.framework == Framework::kMegatron && c.variant.tensor_parallel)
+    g.save(g.add("embedding.input_mask", Group::kEmbedding, "vocab-parallel embedding", {s_ids, c.b}, DType::kBool,
+                 "ids outside this rank's vocabulary, kept by index_put_"));
+  if (c.model.learned_positions)
+    g.save(g.add("embedding.position_ids", Group::kEmbedding, "embedding",
+                 c.rules.position_ids_batched ? Shape{s_ids, c.b} : Shape{s_ids}, DType::kINT64));
+  const Shape hidden{c.s_rep, c.b, c.h};
+  int emb = g.add("embedding.out", Group::kEmbedding, "embedding", hidden, c.e);
+  const double p = c.rules.embedding_dropout_is_hidden
+                       ? c.hidden_p
+                       : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
+  dropout(g, emb, p, hidden, "embedding", Group::kEmbedding, c.e);
+  return std::move(g.g);
+}
+
+Graph build_head(const Context& c) {
+  Builder g;
+  int x = g.add("head.input", Group::kHeadLoss, "residual stream", {c.s_rep, c.b, c.h}, c.e, "the last layer's output");
+  int fn = norm(g, c, x, {c.s_rep, c.b}, c.h, "final_norm", Group::kHeadLoss);
+  linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
+  if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
+    g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
+  // The logits are upcast to fp32 and consumed by the loss, which keeps its own fp32 output.
+  g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
+               "fp32 (log-)softmax over the vocabulary at every position"));
+  g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {c.s_tp, c.b}, DType::kINT64));
+  // Megatron-LM _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py) saves (exp_logits,
+  // target_mask, masked_target_1d): the bool mask of targets outside the rank's vocabulary too.
+  if (c.rules.framework == Framework::kMegatron)
+    g.save(g.add("loss.target_mask", Group::kHeadLoss, "vocab-parallel cross entropy", {c.s_tp, c.b}, DType::kBool,
+                 "targets outside this rank's vocabulary"));
+  return std::move(g.g);
+}
+
+Graph build_shared(const Context& c) {
+  Builder g;
+  if (!c.rules.rope_saves_cos_sin) return std::move(g.g);
+  int64_t rot = 0;
+  if (c.model.mla)
+    rot = c.model.mla->qk_rope_head_dim;
+  else if (!c.model.learned_positions)
+    rot = static_cast<int64_t>(static_cast<double>(c.model.head_dim) * c.model.rotary_fraction);
+  if (rot == 0) return std::move(g.g);
+  const Dim dr = Dim::lit(c.model.mla ? "dr" : (c.model.rotary_fraction < 1.0 ? "d_rot" : "d"), rot);
+  for (const char* name : {"rope.cos", "rope.sin"})
+    g.save(g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e, "one table for all layers (batch dim broadcast)"));
+  return std::move(g.g);
+}
+
+bool same_shape(const LayerSpec& a, const LayerSpec& b) {
+  return a.moe == b.moe && a.ffn == b.ffn && a.sliding_window == b.sliding_window;
+}
+
+/// FLOPs of a layer kind: its linear layers' multiply-accumulates per token (weight_tensors.h, the
+/// one source of weight shapes) and the head dims of core attention.
+void set_flops(const ModelSpec& m, LayerKind& kind) {
+  kind.macs_per_token = linear_macs_per_token(m, kind.spec);
+  const double d_qk = static_cast<double>(m.mla ? m.mla->qk_head_dim() : m.head_dim);
+  const double d_v = static_cast<double>(m.mla ? m.mla->v_head_dim : m.head_dim);
+  kind.qk_v_head_dims = d_qk + d_v;
+}
+
+}  // namespace
+
+const char* group_name(Group g) { return kGroupNames[static_cast<std::size_t>(g)]; }
+
+// ---------------------------------------------------------------------------------------------
+// Polynomials.
+
+namespace {
+auto dim_key(const Dim& d) { return std::tuple(static_cast<int>(d.a), d.ca, static_cast<int>(d.b), d.cb); }
+}  // namespace
+
+void Polynomial::add(const Storage& st) {
+  Monomial m;
+  m.coef = dtype_bytes(st.dtype);
+  for (const Dim& d : st.shape) {
+    if (d.is_constant()) {
+      m.coef = checked_mul(m.coef, d.constant);
+      continue;
+    }
+    if (m.n == static_cast<int>(m.dims.size())) throw std::logic_error("a saved tensor with more than 6 symbolic dims");
+    // Insertion in key order: monomials over the same symbols compare equal below.
+    int i = m.n++;
+    for (; i > 0 && dim_key(d) < dim_key(m.dims[static_cast<std::size_t>(i - 1)]); --i)
+      m.dims[static_cast<std::size_t>(i)] = m.dims[static_cast<std::size_t>(i - 1)];
+    m.dims[static_cast<std::size_t>(i)] = d;
+  }
+  for (auto& other : monomials) {
+    if (other.n != m.n) continue;
+    bool same = true;
+    for (int i = 0; i < m.n && same; ++i) same = dim_key(other.dims[static_cast<std::size_t>(i)]) == dim_key(m.dims[static_cast<std::size_t>(i)]);
+    if (same) {
+      other.coef = checked_add(other.coef, m.coef);
+      return;
+    }
+  }
+  monomials.push_back(m);
+}
+
+bool Polynomial::eval(const SymValues& v, int64_t& out) const {
+  int64_t sum = 0;
+  for (const auto& m : monomials) {
+    int64_t r = m.coef;
+    for (int i = 0; i < m.n; ++i) {
+      const Dim& d = m.dims[static_cast<std::size_t>(i)];
+      int64_t x = 0;
+      if (__builtin_mul_overflow(d.ca, v[static_cast<std::size_t>(d.a)], &x)) return false;
+      if (d.b != Sym::kCount) {
+        int64_t y = 0;
+        if (__builtin_mul_overflow(d.cb, v[static_cast<std::size_t>(d.b)], &y) || __builtin_add_overflow(x, y, &x))
+          return false;
+      }
+      if (__builtin_mul_overflow(r, x, &r)) return false;
+    }
+    if (__builtin_add_overflow(sum, r, &sum)) return false;
+  }
+  out = sum;
+  return true;
+}
+
+void Graph::compile() {
+  none = {};
+  selective = {};
+  input = {};
+  for (const auto& st : storages) {
+    if (st.saved(Recompute::kNone)) none.add(st);
+    if (st.saved(Recompute::kSelective)) selective.add(st);
+  }
+  if (!storages.empty()) input.add(storages.front());
+}
+
+std::vector<std::size_t> layer_kinds(const ModelSpec& model) {
+  std::vector<LayerSpec> seen;
+  std::vector<std::size_t> kind_of(model.layers.size());
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const LayerSpec& s) { return same_shape(s, model.layers[i]); });
+    if (it == seen.end()) {
+      seen.push_back(model.layers[i]);
+      it = seen.end() - 1;
+    }
+    kind_of[i] = static_cast<std::size_t>(it - seen.begin());
+  }
+  return kind_of;
+}
+
+GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
+  const FrameworkRules& rules = rules_for(w.framework);
+  const HfModelTraits traits = hf_traits(model);
+  const Context c{model,
+                  w,
+                  rules,
+                  variant,
+                  w.dtype,
+                  w.hidden_dropout.value_or(model.hidden_dropout),
+                  w.attention_dropout.value_or(model.attention_dropout),
+                  w.attention != AttentionImpl::kEager,
+                  rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
+                  w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
+                  w.framework == Framework::kHF ? traits : HfModelTraits{}};
+  GraphSet set;
+  const auto kind_of = layer_kinds(model);
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    if (kind_of[i] < set.kinds.size()) continue;
+    LayerKind k;
+    k.spec = model.layers[i];
+    k.graph = build_layer(c, k.spec);
+    k.graph.compile();
+    set_flops(model, k);
+    set.kinds.push_back(std::move(k));
+  }
+  set.embedding = build_embedding(c);
+  set.head = build_head(c);
+  set.shared = build_shared(c);
+  for (Graph* g : {&set.embedding, &set.head, &set.shared}) g->compile();
+  return set;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Symbol texts under a layout.
+
+namespace {
+std::string seq_text(int64_t cp, int64_t t) {
+  if (cp == 1 && t == 1) return "s";
+  if (t == 1) return "s/cp";
+  if (cp == 1) return "s/t";
+  return "s/(t·cp)";
+}
+std::string split_text(const char* symbol, int64_t t) { return t == 1 ? symbol : fmt::format("{}/t", symbol); }
+}  // namespace
+
+SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
+  const auto& p = layout.parallel;
+  const int64_t t = p.tp;
+  SymTexts x;
+  auto set = [&](Sym s, std::string text) { x.text[static_cast<std::size_t>(s)] = std::move(text); };
+  set(Sym::kSeqRep, seq_text(p.cp, p.sp ? t : 1));
+  set(Sym::kSeqTp, seq_text(p.cp, 1));
+  set(Sym::kSeqKey, "s");
+  set(Sym::kBatch, "b");
+  set(Sym::kHidden, "h");
+  set(Sym::kQHeads, split_text("a", t));
+  set(Sym::kKvHeads, model.num_kv_heads >= t ? split_text("kv", t) : "1");  // one replicated head per rank
+  set(Sym::kHeadDim, "d");
+  set(Sym::kVocab, t > 1 ? "V/t" : "V");
+  set(Sym::kFfn, split_text("f", t));
+  set(Sym::kExpertFfn, split_text("fe", t));
+  set(Sym::kSharedFfn, split_text("fs", t));
+  std::string rows = model.moe && model.moe->capacity_factor > 0.0 ? (p.ep > 1 ? "E·C/ep" : "E·C")
+                                                                   : (p.ep > 1 ? "k·s·b/ep" : "k·s·b");
+  if (p.cp > 1) rows += " (s/cp)";
+  set(Sym::kMoeRows, rows);
+  return x;
+}
+
+std::string dim_text(const Dim& d, const SymTexts& texts) {
+  if (d.is_constant()) return d.literal ? d.literal : std::to_string(d.constant);
+  auto one = [&](Sym s, int64_t coef) {
+    const std::string& t = texts.text[static_cast<std::size_t>(s)];
+    return coef == 1 ? t : fmt::format("{}·{}", coef, t);
+  };
+  if (d.b == Sym::kCount) return one(d.a, d.ca);
+  return fmt::format("({}+{})", one(d.a, d.ca), one(d.b, d.cb));
+}
+
+}  // namespace actmem::detail

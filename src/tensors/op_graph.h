@@ -1,0 +1,145 @@
+// The per-layer op graph with symbolic dimensions: each op declares the storages it creates and
+// which of them it saves for backward (a view saves its whole base storage), under a framework's
+// save rules (shared/spec/activation-rules.md). Shapes are written in symbols (s, b, h, a/t, kv/t,
+// f/t, V/t, MoE rows ...) whose per-GPU values a layout binds later, so a graph is built once per
+// model and workload and evaluated for any number of layouts.
+//
+// Formula symbols: s sequence, b micro-batch, h hidden, a heads, kv KV heads, d head dim, f FFN
+// size, V vocab, E experts, k experts per token, t tensor-parallel degree, cp context-parallel
+// degree, ep expert-parallel degree; the leading number of a formula is bytes per element.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/dtype.h"
+#include "model/model_spec.h"
+#include "policies/options.h"
+
+namespace actmem::detail {
+
+/// The per-GPU sizes a layout binds. Texts depend on the layout too ("a" vs "a/t"): sym_text().
+enum class Sym : int8_t {
+  kSeqRep,     // sequence of a tensor TP replicates: s/cp, and /t under sequence parallelism
+  kSeqTp,      // sequence of a tensor TP splits (and of ids, loss, RoPE tables): s/cp
+  kSeqKey,     // key length of an s×s score tensor: s
+  kBatch,      // b
+  kHidden,     // h
+  kQHeads,     // a/t
+  kKvHeads,    // kv/t, or 1 when kv < t (replicated KV heads)
+  kHeadDim,    // d
+  kVocab,      // ⌈V/t⌉
+  kFfn,        // f/t of the layer being evaluated (layers may differ)
+  kExpertFfn,  // fe/t
+  kSharedFfn,  // fs/t
+  kMoeRows,    // token rows one GPU's experts process: k·s·b/ep, or the padded capacity
+  kCount,
+};
+constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);
+using SymValues = std::array<int64_t, kNumSyms>;
+
+/// One dimension: a constant with its own text ("E", "2", "(rkv+dr)"), or ca·x (+ cb·y) over symbols
+/// (e.g. the fused QKV output's (a/t + 2·kv/t) heads, the fused gate|up's 2·f/t).
+struct Dim {
+  int64_t constant = 0;
+  const char* literal = nullptr;  // text of a constant
+  Sym a = Sym::kCount;            // kCount: a constant
+  int64_t ca = 1;
+  Sym b = Sym::kCount;
+  int64_t cb = 0;
+
+  bool is_constant() const { return a == Sym::kCount; }
+  int64_t value(const SymValues& v) const {
+    if (is_constant()) return constant;
+    int64_t x = ca * v[static_cast<std::size_t>(a)];
+    if (b != Sym::kCount) x += cb * v[static_cast<std::size_t>(b)];
+    return x;
+  }
+  static Dim of(Sym s, int64_t coef = 1) { return Dim{0, nullptr, s, coef}; }
+  static Dim lit(const char* text, int64_t v) { return Dim{v, text}; }
+};
+
+enum class Group { kAttention, kMlp, kNorms, kMoe, kEmbedding, kHeadLoss, kShared };
+const char* group_name(Group g);
+
+/// One storage an op creates, and whether backward keeps it.
+struct Storage {
+  std::string name;
+  Group group = Group::kNorms;
+  const char* op = "";
+  std::vector<Dim> shape;
+  DType dtype = DType::kBF16;
+  std::string note;
+  bool saved_outside_core = false;  // saved by an op that selective recomputation does not rerun
+  bool saved_by_core = false;       // saved inside core attention (QKᵀ, softmax, dropout, AV, flash)
+  bool core_input = false;          // q, k, v as core attention receives them (kept by selective)
+
+  bool saved(Recompute policy) const {
+    if (policy == Recompute::kSelective) return saved_outside_core || core_input;
+    return saved_outside_core || saved_by_core;
+  }
+};
+
+/// A sum of monomials coef · Π dims over the symbols (constants folded into coef): what a set of
+/// storages keeps, ready to be evaluated for a layout in a few multiplications.
+struct Polynomial {
+  struct Monomial {
+    int64_t coef = 0;
+    int n = 0;
+    std::array<Dim, 6> dims{};
+  };
+  std::vector<Monomial> monomials;
+
+  void add(const Storage& st);
+  /// False on int64 overflow.
+  bool eval(const SymValues& v, int64_t& out) const;
+};
+
+struct Graph {
+  std::vector<Storage> storages;
+  Polynomial none;       // everything its ops save
+  Polynomial selective;  // core attention rerun: q, k, v stay
+  Polynomial input;      // storage 0 alone: what full recomputation keeps of a layer
+  void compile();
+};
+
+/// One distinct layer shape (dense/MoE, FFN size, window): its graph and its forward FLOPs.
+struct LayerKind {
+  LayerSpec spec;
+  Graph graph;
+  // FLOPs of one layer = 2·s·b·macs_per_token + 2·b·a·s·keys·(d_qk + d_v), keys = s or the window.
+  double macs_per_token = 0;
+  double qk_v_head_dims = 0;  // d_qk + d_v
+};
+
+/// The graphs of one structural variant of a workload. A layout picks the variant: whether k and v
+/// are repeated to the query heads (GQA with fewer KV than query heads per rank), and whether TP > 1
+/// (Megatron's vocab-parallel embedding keeps an extra mask).
+struct GraphSet {
+  std::vector<LayerKind> kinds;
+  Graph embedding;
+  Graph head;
+  Graph shared;  // tables shared by all layers (RoPE cos/sin), counted once
+};
+
+struct Variant {
+  bool gqa_repeat = false;
+  bool tensor_parallel = false;
+  std::size_t index() const { return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0); }
+};
+
+/// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of
+/// maps each layer to its kind.
+GraphSet build_graphs(const ModelSpec& model, const Workload& workload, Variant variant);
+std::vector<std::size_t> layer_kinds(const ModelSpec& model);
+
+/// The text of a symbol under a layout: "a/t" when t > 1, "s/(t·cp)" under SP and CP, ...
+struct SymTexts {
+  std::array<std::string, kNumSyms> text;
+};
+SymTexts sym_texts(const ModelSpec& model, const Layout& layout);
+std::string dim_text(const Dim& d, const SymTexts& texts);
+
+}  // namespace actmem::detail
