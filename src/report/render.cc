@@ -108,16 +108,13 @@ nlohmann::json report_json(const Report& r) {
                  {"embedding", e.params.embedding},
                  {"lm_head", e.params.lm_head},
                  {"per_gpu", e.static_memory.stage.total()}};
-  const Term* transient = e.memory.find("transient");
-  const Term* activations_term = e.memory.find("activations");
-  const Bytes activations = activations_term ? activations_term->bytes : Bytes{0};
   j["memory"] = {{"weights_bytes", e.static_memory.weights.count()},
                  {"gradients_bytes", e.static_memory.gradients.count()},
                  {"optimizer_bytes", e.static_memory.optimizer.count()},
                  {"cpu_optimizer_bytes", e.static_memory.cpu_optimizer.count()},
                  {"static_bytes", e.static_memory.total().count()},
-                 {"activations_bytes", activations.count()},
-                 {"transient_bytes", transient ? transient->bytes.count() : 0},
+                 {"activations_bytes", r.totals.activations},
+                 {"transient_bytes", r.totals.transient},
                  {"reserve_bytes", l.reserve.count()},
                  {"total_bytes", e.total().count()},
                  {"pipeline_stage", e.static_memory.stage.stage},
@@ -188,10 +185,9 @@ std::string render_table(const Report& r) {
     at.add_row({{"one layer (middle)"}, {format_binary(act.per_layer), true}, {group_digits(act.per_layer.count()), true}});
     at.add_row({{"whole model, one micro-batch"}, {format_binary(act.total), true}, {group_digits(act.total.count()), true}});
     // With PP, the peak GPU's stage may not be the stage with the most activations in flight.
-    const Term* on_peak = e.memory.find("activations");
     const int64_t peak_stage = e.static_memory.stage.stage;
     const bool pipelined = act.in_flight_by_stage.size() > 1;
-    const Bytes here = on_peak ? on_peak->bytes : act.in_flight;
+    const Bytes here{r.totals.activations};
     at.add_row({{pipelined ? fmt::format("in flight on the peak GPU (stage {})", peak_stage + 1) : "in flight on this GPU"},
                 {format_binary(here), true},
                 {group_digits(here.count()), true}});
@@ -209,8 +205,7 @@ std::string render_table(const Report& r) {
       if (act.recompute_flops > 0)
         ft.add_row({{"+ recomputation FLOPs"}, {fmt::format("{:.3g}", act.recompute_flops), true},
                     {fmt::format("+{:.1f}% of forward, +{:.1f}% of the step (forward + 2× backward)",
-                                 100.0 * act.recompute_flops / act.forward_flops,
-                                 100.0 * act.recompute_flops / (3.0 * act.forward_flops))}});
+                                 100.0 * act.recompute_share_of_forward, 100.0 * act.recompute_share_of_step)}});
       out += ft.render();
     }
     if (!act.breakdown.terms.empty()) {

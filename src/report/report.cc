@@ -85,6 +85,12 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   report.in_flight_micro_batches = t.in_flight_micro_batches;
   report.forward_flops = t.forward_flops;
   report.recompute_flops = t.recompute_flops;
+  if (t.forward_flops > 0) {
+    // A step is forward + backward, backward ≈ 2 × forward (two matmuls per forward matmul: the input
+    // and the weight gradients), as Narayanan et al. 2021 count it.
+    report.recompute_share_of_forward = t.recompute_flops / t.forward_flops;
+    report.recompute_share_of_step = t.recompute_flops / (3.0 * t.forward_flops);
+  }
 
   // Tensors: the middle layer under the policy, then embedding, head+loss, shared.
   if (o.recompute == Recompute::kFull) {

@@ -63,6 +63,8 @@ struct ActivationReport {
   int64_t in_flight_micro_batches = 0;  // micro-batches that rank holds (layer-weighted for vpp > 1)
   double forward_flops = 0;       // one micro-batch forward, whole model
   double recompute_flops = 0;     // extra forward FLOPs spent recomputing, per micro-batch
+  double recompute_share_of_forward = 0;  // recompute_flops / forward_flops
+  double recompute_share_of_step = 0;     // of a step taken as forward + backward = 3 × forward
   std::vector<SavedTensor> tensors;  // per-layer tensors of a middle layer, then embedding/head/shared
   Breakdown breakdown;               // grouped terms for renderers and `explain`
   std::vector<std::string> notes;    // plain statements of what was assumed
