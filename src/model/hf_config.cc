@@ -617,21 +617,25 @@ Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_n
 
 Expected<ModelSpec> parse_hf_config(std::string_view json_text, std::string display_name) {
   // The readers above return Errors and do not throw; this is the boundary that guarantees it.
+  // Every error of a config file is of kind kConfig, about the option `model` that named it.
   try {
-    return parse_impl(json_text, std::move(display_name));
+    auto spec = parse_impl(json_text, std::move(display_name));
+    if (!spec) return Error{ErrorKind::kConfig, "model", spec.error().message};
+    return spec;
   } catch (const json::exception& e) {
-    return Error{fmt::format("config.json: {}", json_error_text(e))};
+    return Error{ErrorKind::kConfig, "model", fmt::format("config.json: {}", json_error_text(e))};
   } catch (const OverflowError& e) {
-    return Error{fmt::format("config.json: {}", e.what())};
+    return Error{ErrorKind::kConfig, "model", fmt::format("config.json: {}", e.what())};
   }
 }
 
 Expected<ModelSpec> load_hf_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{fmt::format("cannot read config file '{}': {}", path, std::strerror(errno))};
+  if (!in)
+    return Error{ErrorKind::kInvalid, "model", fmt::format("cannot read config file '{}': {}", path, std::strerror(errno))};
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return Error{fmt::format("cannot read config file '{}': read failed", path)};
+  if (in.bad()) return Error{ErrorKind::kInvalid, "model", fmt::format("cannot read config file '{}': read failed", path)};
   return parse_hf_config(text.str(), path);
 }
 

@@ -204,7 +204,8 @@ Expected<ModelSpec> load_preset(std::string_view name) {
   for (const auto& p : kPresets) names.push_back(p.info.name);
   std::string hint;
   if (auto near = closest_name(name, names)) hint = fmt::format("; did you mean '{}'?", *near);
-  return Error{fmt::format("unknown model preset '{}'{} (actmem models lists them)", name, hint)};
+  return Error{ErrorKind::kUnknownName, "model",
+               fmt::format("unknown model preset '{}'{} (actmem models lists them)", name, hint)};
 }
 
 Expected<ModelSpec> load_model(const std::string& name_or_path) {

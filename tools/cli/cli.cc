@@ -85,14 +85,6 @@ Expected<int64_t> parse_count(const std::string& flag, const std::string& text) 
   return static_cast<int64_t>(v);
 }
 
-/// The CLI's spelling of a library option: seq_len -> --seq-len (zero_stage is --zero).
-std::string flag_of(const std::string& field) {
-  if (field == "zero_stage") return "--zero";
-  std::string flag = "--" + field;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
 int fail(const Error& e) {
   fmt::print(stderr, "actmem: {}\n", render_message(e.message, flag_of));
   return 2;
@@ -225,6 +217,13 @@ const Command kCommands[] = {
 };
 
 }  // namespace
+
+std::string flag_of(const std::string& field) {
+  if (field == "zero_stage") return "--zero";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"actmem: GPU memory of transformer training and serving, tensor by tensor"};

@@ -1,5 +1,7 @@
 #include "serve_cli.h"
 
+#include "cli.h"  // flag_of: how the CLI spells a library option
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -157,7 +159,7 @@ std::function<int()> add_serve_command(CLI::App& app) {
   return [flags] {
     auto result = run_serve(*flags);
     if (!result) {
-      fmt::print(stderr, "actmem: {}\n", result.error().message);
+      fmt::print(stderr, "actmem: {}\n", render_message(result.error().message, flag_of));
       return 2;
     }
     if (flags->json)
