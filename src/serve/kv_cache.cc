@@ -9,15 +9,6 @@ namespace actmem {
 
 namespace {
 
-struct MlaLayoutRow {
-  MlaCacheLayout layout;
-  const char* name;
-};
-constexpr std::array<MlaLayoutRow, 2> kMlaLayouts{{
-    {MlaCacheLayout::kLatent, "latent"},
-    {MlaCacheLayout::kDecompressed, "decompressed"},
-}};
-
 /// Cache element types an engine actually offers; int4 and the integer/bool types are not.
 Expected<int64_t> cache_element_bytes(DType dtype) {
   switch (dtype) {
@@ -70,19 +61,6 @@ Expected<PerLayerFactors> per_layer_factors(const ModelSpec& model, const KvCach
 }
 
 }  // namespace
-
-Expected<MlaCacheLayout> parse_mla_cache_layout(const std::string& text) {
-  for (const auto& row : kMlaLayouts)
-    if (text == row.name) return row.layout;
-  return Error{ErrorKind::kInvalid, "mla_cache",
-               fmt::format("@mla_cache '{}': use latent (vLLM, SGLang) or decompressed (HF transformers)", text)};
-}
-
-const char* mla_cache_layout_name(MlaCacheLayout layout) {
-  for (const auto& row : kMlaLayouts)
-    if (row.layout == layout) return row.name;
-  return "?";
-}
 
 int64_t KvCacheLayout::tokens_held(const KvLayerGroup& group, int64_t tokens) const {
   const int64_t held = group.window > 0 ? std::min(tokens, group.window) : tokens;

@@ -21,6 +21,7 @@
 #include "util/bytes.h"
 #include "util/dtype.h"
 #include "util/expected.h"
+#include "util/names.h"
 #include "model/model_spec.h"
 
 namespace actmem {
@@ -31,8 +32,10 @@ enum class MlaCacheLayout {
   kDecompressed,  // per-head K and V after kv_b_proj (HF transformers)
 };
 
-Expected<MlaCacheLayout> parse_mla_cache_layout(const std::string& text);
-const char* mla_cache_layout_name(MlaCacheLayout layout);
+inline constexpr NameTable<MlaCacheLayout, 2> kMlaCacheNames{
+    "MLA cache layout (latent: vLLM, SGLang; decompressed: HF transformers)",
+    "mla_cache",
+    {{{MlaCacheLayout::kLatent, "latent"}, {MlaCacheLayout::kDecompressed, "decompressed"}}}};
 
 struct KvCacheOptions {
   DType dtype = DType::kBF16;  // cache element type: fp32, bf16, fp16, fp8 or int8

@@ -131,8 +131,9 @@ TEST(KvCache, ErrorsNameTheFlag) {
   auto ctx = estimate_kv_cache(llama_3_8b(), {}, 0, 1);
   ASSERT_FALSE(ctx);
   EXPECT_NE(ctx.error().message.find("@context_len"), std::string::npos);
-  EXPECT_FALSE(parse_mla_cache_layout("compressed"));
-  EXPECT_EQ(*parse_mla_cache_layout("decompressed"), MlaCacheLayout::kDecompressed);
+  EXPECT_FALSE(kMlaCacheNames.parse("compressed"));
+  EXPECT_EQ(*kMlaCacheNames.parse("decompressed"), MlaCacheLayout::kDecompressed);
+  EXPECT_EQ(kMlaCacheNames.name(MlaCacheLayout::kLatent), "latent");
 }
 
 }  // namespace

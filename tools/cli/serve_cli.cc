@@ -81,7 +81,7 @@ Expected<ServeResult> run_serve(const ServeFlags& f) {
   if (!kv_dtype) return kv_dtype.error();
   o.kv.dtype = kv_dtype->value_or(serving_dtype(*model, o.dtype, o.weights.dtype));
   o.kv.block_size = f.block_size;
-  auto mla = parse_mla_cache_layout(f.mla_cache);
+  auto mla = kMlaCacheNames.parse(f.mla_cache);
   if (!mla) return mla.error();
   o.kv.mla_layout = *mla;
   if (f.attention != "flash" && f.attention != "eager")
