@@ -52,6 +52,11 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
         p->variants[v.index()] = detail::build_graphs(model, workload, v);
       }
     const auto& kinds = p->variants[0].kinds;
+    p->num_kinds = kinds.size();
+    p->kind_prefix.assign((p->kind_of.size() + 1) * p->num_kinds, 0);
+    for (std::size_t i = 0; i < p->kind_of.size(); ++i)
+      for (std::size_t k = 0; k < p->num_kinds; ++k)
+        p->kind_prefix[(i + 1) * p->num_kinds + k] = p->kind_prefix[i * p->num_kinds + k] + (p->kind_of[i] == k ? 1 : 0);
     p->kind_params.resize(kinds.size());
     for (std::size_t i = 0; i < p->kind_of.size(); ++i) p->kind_params[p->kind_of[i]] = p->params.layers[i];
     p->middle_kind = p->kind_of[model.layers.size() / 2];
@@ -154,10 +159,10 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
   st.stage = stage;
   st.first_layer = stage * (num_layers / par.pp) + std::min(stage, num_layers % par.pp);
   st.num_layers = num_layers / par.pp + (stage < num_layers % par.pp ? 1 : 0);
-  for (int64_t i = st.first_layer; i < st.first_layer + st.num_layers; ++i) {
-    const std::size_t k = p.kind_of[static_cast<std::size_t>(i)];
-    st.dense = checked_add(st.dense, s.kind_per_rank[k] - s.kind_expert[k]);
-    st.expert = checked_add(st.expert, s.kind_expert[k]);
+  for (std::size_t k = 0; k < p.num_kinds; ++k) {
+    const int64_t n = p.count(k, st.first_layer, st.first_layer + st.num_layers);
+    st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
+    st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
   }
   add_embedding_and_head(st, p.params, par.tp, par.pp);
   return st;
@@ -270,25 +275,37 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     // FLOPs (whole model, not per GPU; matmuls 2·m·n·k, attention over the full s×s square as
     // Megatron's MFU formula counts it, or s×window with a sliding window).
     const double keys = kind.spec.sliding_window > 0 ? static_cast<double>(std::min(l.seq_len, kind.spec.sliding_window)) : sd;
-    const double core = 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
-    kb.flops = 2.0 * tokens * kind.macs_per_token + core;
+    kb.core_flops = 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
+    kb.flops = 2.0 * tokens * kind.macs_per_token + kb.core_flops;
   }
   const int64_t embedding = eval(g.embedding.none, v);
   const int64_t head_loss = eval(g.head.none, v);
   const int64_t chunk_layers = b.chunk_layers;
   const RecomputePlan plan = RecomputePlan::of(l, chunk_layers);
   auto kept = [&](const KindBytes& k, int64_t position) { return plan.kept(k.none, k.selective, k.input, position); };
+  // What layers [first, first + n) keep as one recomputation unit (positions 0 .. n−1).
+  auto kept_run = [&](int64_t first, int64_t n) {
+    Bytes sum{0};
+    if (plan.strided()) {
+      for (int64_t pos = 0; pos < n; pos += plan.checkpoint_every)
+        sum += Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]].input};
+      return sum;
+    }
+    const int64_t inputs = plan.input_run(n);
+    for (std::size_t k = 0; k < num_kinds; ++k) {
+      const KindBytes& kb = s.kinds[k];
+      sum += Bytes{kb.input} * p.count(k, first, first + inputs) +
+             Bytes{l.recompute == Recompute::kSelective ? kb.selective : kb.none} * p.count(k, first + inputs, first + n);
+    }
+    return sum;
+  };
   const int64_t shared = plan.some_layer_not_recomputed() ? eval(g.shared.none, v) : 0;
 
   // One micro-batch, the whole model as one stage (one recomputation unit).
   const int64_t num_layers = m.num_layers;
-  Bytes layers{0};
+  const Bytes layers = kept_run(0, num_layers);
   double forward = 2.0 * tokens * p.lm_head_macs;
-  for (int64_t i = 0; i < num_layers; ++i) {
-    const KindBytes& kb = s.kinds[p.kind_of[static_cast<std::size_t>(i)]];
-    layers += Bytes{kept(kb, i)};
-    forward += kb.flops;
-  }
+  for (std::size_t k = 0; k < num_kinds; ++k) forward += static_cast<double>(p.count(k, 0, num_layers)) * s.kinds[k].flops;
   const KindBytes& mid = s.kinds[p.middle_kind];
   t.activations_total = (Bytes{embedding} + layers + Bytes{head_loss} + Bytes{shared}).count();
   // Under full recomputation per_layer is a recomputed layer (its input), unless none is recomputed.
@@ -312,12 +329,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (l.recompute == Recompute::kSelective) {
     for (std::size_t k = 0; k < num_kinds; ++k)
       recompute_peak = std::max(recompute_peak, Bytes{s.kinds[k].none} - Bytes{s.kinds[k].selective});
-    for (int64_t i = 0; i < num_layers; ++i) {
-      const LayerKind& kind = g.kinds[p.kind_of[static_cast<std::size_t>(i)]];
-      const double keys =
-          kind.spec.sliding_window > 0 ? static_cast<double>(std::min(l.seq_len, kind.spec.sliding_window)) : sd;
-      recompute_flops += 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
-    }
+    for (std::size_t k = 0; k < num_kinds; ++k)
+      recompute_flops += static_cast<double>(p.count(k, 0, num_layers)) * s.kinds[k].core_flops;
   } else if (l.recompute == Recompute::kFull) {
     // Segments never cross a model chunk (a stage's share of layers); with recompute_layers only
     // the first N layers of each chunk are rerun.
@@ -330,11 +343,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
           seg += Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(i)]].none};
         recompute_peak = std::max(recompute_peak, seg - Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(chunk + pos)]].input});
       }
-    for (int64_t rank = 0; rank < par.pp; ++rank)
-      for (int64_t j = 0; j < par.vpp; ++j)
-        for (int64_t pos = 0; pos < chunk_layers; ++pos) {
-          if (plan.reruns(pos)) recompute_flops += s.kinds[p.kind_of[static_cast<std::size_t>((j * par.pp + rank) * chunk_layers + pos)]].flops;
-        }
+    const int64_t rerun = plan.rerun(chunk_layers);
+    for (int64_t first = 0; first < num_layers; first += chunk_layers)
+      for (std::size_t k = 0; k < num_kinds; ++k)
+        recompute_flops += static_cast<double>(p.count(k, first, first + rerun)) * s.kinds[k].flops;
   }
   t.recompute_peak = recompute_peak.count();
   t.recompute_flops = recompute_flops;
@@ -370,10 +382,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   for (int64_t rank = 0; rank < par.pp; ++rank) {
     for (std::size_t j = 0; j < vpp; ++j) {
       const int64_t first = (static_cast<int64_t>(j) * par.pp + rank) * chunk_layers;
-      Bytes sum{0};
-      for (int64_t pos = 0; pos < chunk_layers; ++pos)
-        sum += Bytes{kept(s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]], pos)};
-      s.chunk_layer_bytes[j] = s.chunk_bytes[j] = sum.count();
+      s.chunk_layer_bytes[j] = s.chunk_bytes[j] = kept_run(first, chunk_layers).count();
     }
     if (rank == 0) s.chunk_bytes.front() = (Bytes{s.chunk_bytes.front()} + Bytes{embedding}).count();
     if (rank == par.pp - 1) s.chunk_bytes.back() = (Bytes{s.chunk_bytes.back()} + Bytes{head_loss}).count();

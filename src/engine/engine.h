@@ -27,6 +27,13 @@ struct Prepared {
   std::vector<LayerParams> kind_params;  // the parameters of one layer of each kind
   TpFacts tp_facts;
   std::vector<std::size_t> kind_of;      // layer -> kind
+  std::vector<int64_t> kind_prefix;      // (L + 1) × kinds: layers of each kind before layer i
+  std::size_t num_kinds = 0;
+  /// Layers of kind k among layers [first, end).
+  int64_t count(std::size_t k, int64_t first, int64_t end) const {
+    return kind_prefix[static_cast<std::size_t>(end) * num_kinds + k] -
+           kind_prefix[static_cast<std::size_t>(first) * num_kinds + k];
+  }
   std::array<GraphSet, 4> variants;      // by Variant::index()
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
   double lm_head_macs = 0;               // h·V per token
@@ -46,7 +53,8 @@ struct KindBytes {
   int64_t none = 0;
   int64_t selective = 0;
   int64_t input = 0;
-  double flops = 0;  // forward FLOPs of one layer, one micro-batch
+  double flops = 0;       // forward FLOPs of one layer, one micro-batch
+  double core_flops = 0;  // of which core attention (QKᵀ and AV)
 };
 
 /// What explain() records beyond the totals; evaluate() passes a sink that records nothing.

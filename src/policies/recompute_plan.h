@@ -32,9 +32,18 @@ struct RecomputePlan {
     }
     return none;
   }
-  /// Is layer `position` of a chunk re-run in backward (full recomputation)?
-  bool reruns(int64_t position) const {
-    return policy == Recompute::kFull && (recompute_layers < 0 || checkpoint_every > 0 || position < recompute_layers);
+  /// The first `input_run(n)` positions of an n-layer unit keep their input and the rest keep
+  /// what their policy saves (everything, or the selective set); under the uniform method
+  /// (`strided()`) every checkpoint_every-th position keeps its input and the others nothing.
+  bool strided() const { return policy == Recompute::kFull && checkpoint_every > 0; }
+  int64_t input_run(int64_t n) const {
+    if (policy != Recompute::kFull) return 0;
+    return recompute_layers >= 0 ? std::min(recompute_layers, n) : n;
+  }
+  /// Layers of an n-layer chunk re-run in backward: a leading run (all of them but under the block method).
+  int64_t rerun(int64_t n) const {
+    if (policy != Recompute::kFull) return 0;
+    return recompute_layers >= 0 && checkpoint_every == 0 ? std::min(recompute_layers, n) : n;
   }
   /// Layers per recomputed segment, and how many leading layers of a chunk are recomputed.
   int64_t segment() const { return checkpoint_every > 0 ? checkpoint_every : 1; }
