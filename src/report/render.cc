@@ -9,13 +9,31 @@ namespace actmem {
 
 namespace {
 
+// Output fits a 100-column terminal: long lines wrap with a hanging indent.
+constexpr std::size_t kColumns = 100;
+
 nlohmann::json shape_json(const std::vector<Factor>& shape) {
   auto arr = nlohmann::json::array();
   for (const auto& f : shape) arr.push_back({{"symbol", f.symbol}, {"value", f.value}});
   return arr;
 }
 
+std::string header_lines(const Report& r);
+
+/// The request in four lines (model, workload, training, parallel), each wrapped at kColumns.
 std::string header(const Report& r) {
+  std::string out;
+  std::string text = header_lines(r);
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    out += wrap(text.substr(start, end - start), kColumns, "           ") + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string header_lines(const Report& r) {
   const auto& w = r.workload;
   const auto& l = r.layout;
   const auto& p = l.parallel;
@@ -39,6 +57,23 @@ std::string header(const Report& r) {
   return out;
 }
 
+/// Every line of `text` wrapped at kColumns, continuing four columns deeper than it starts.
+std::string wrap_lines_of(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    const std::size_t lead = line.find_first_not_of(' ');
+    out += wrap(line, kColumns, std::string((lead == std::string::npos ? 0 : lead) + 4, ' ')) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string note_line(const std::string& note) { return wrap("note: " + note, kColumns, "      ") + "\n"; }
+
 void add_term_row(TextTable& t, const Term& term) {
   t.add_row({{term.label},
              {fmt::format("{:.2f}", term.bytes.gib()), true},
@@ -56,6 +91,7 @@ nlohmann::json terms_json(const Breakdown& b) {
 
 std::string render_terms(const Breakdown& b, bool with_total, bool derivation) {
   TextTable table;
+  table.set_max_width(0, 56);
   table.add_row({{""}, {"GiB", true}, {"bytes", true}, {"kind"}});
   for (const auto& t : b.terms) {
     add_term_row(table, t);
@@ -171,6 +207,7 @@ std::string render_table(const Report& r) {
   out += "\nParameters\n" + params.render();
 
   TextTable mem;
+  mem.set_max_width(0, 52);
   mem.add_row({{"term"}, {"GiB", true}, {"bytes", true}, {"kind"}});
   mem.add_rule();
   for (const auto& t : e.memory.terms) add_term_row(mem, t);
@@ -201,6 +238,7 @@ std::string render_table(const Report& r) {
     out += "\nActivations\n" + at.render();
     if (act.forward_flops > 0) {
       TextTable ft;
+      ft.set_max_width(2, 50);
       ft.add_row({{"forward FLOPs, one micro-batch"}, {fmt::format("{:.3g}", act.forward_flops), true}});
       if (act.recompute_flops > 0)
         ft.add_row({{"+ recomputation FLOPs"}, {fmt::format("{:.3g}", act.recompute_flops), true},
@@ -210,24 +248,27 @@ std::string render_table(const Report& r) {
     }
     if (!act.breakdown.terms.empty()) {
       TextTable bt;
+    bt.set_max_width(0, 30);
+    bt.set_max_width(1, 50);
       for (const auto& t : act.breakdown.terms)
         bt.add_row({{t.label}, {t.formula}, {format_binary(t.bytes), true}});
       out += "\n" + (act.breakdown.title.empty() ? std::string("Activation terms") : act.breakdown.title) + "\n" +
              bt.render();
     }
-    for (const auto& n : act.notes) out += "note: " + n + "\n";
+    for (const auto& n : act.notes) out += note_line(n);
   }
   if (!e.transients.terms.empty()) {
     TextTable tt;
+    tt.set_max_width(0, 64);
     for (const auto& t : e.transients.terms) {
       const bool counted = t.key == e.peak_transient_key;
       tt.add_row({{t.label}, {format_binary(t.bytes), true}, {counted ? "counted" : "not coincident"}});
     }
     out += "\n" + e.transients.title + "\n" + tt.render();
   }
-  for (const auto& n : e.notes) out += "note: " + n + "\n";
-  out += "\n'exact' terms are arithmetic on tensor shapes (activations are held to measured PyTorch in validation/);\n"
-         "'allowance' terms are settings you can change.\n";
+  for (const auto& n : e.notes) out += note_line(n);
+  out += "\n'exact' terms are arithmetic on tensor shapes (activations are held to measured PyTorch in\n"
+         "validation/); 'allowance' terms are settings you can change.\n";
   return out;
 }
 
@@ -257,11 +298,11 @@ std::string render_explain(const Report& r) {
                          t.formula, values, group_digits(t.bytes.count()), t.note.empty() ? "" : "  — " + t.note);
     }
     explain(act.breakdown);
-    for (const auto& n : act.notes) out += "note: " + n + "\n";
+    for (const auto& n : act.notes) out += note_line(n);
   }
   if (!e.transients.terms.empty()) explain(e.transients);
-  for (const auto& n : e.notes) out += "note: " + n + "\n";
-  return out;
+  for (const auto& n : e.notes) out += note_line(n);
+  return wrap_lines_of(out);
 }
 
 }  // namespace actmem

@@ -79,7 +79,7 @@ std::string serve_table(const ServeResult& r, bool explain) {
                        c.context_limited_by_model ? " (the model's max_position_embeddings)" : "");
     out += fmt::format("  requested batch fits: {}\n", c.fits ? "yes" : "no");
   }
-  for (const auto& n : s.notes) out += "note: " + n + "\n";
+  for (const auto& n : s.notes) out += wrap("note: " + n, 100, "      ") + "\n";  // a 100-column terminal
   if (!explain) out += "\n(--explain shows every weight tensor, KV layer group and workspace candidate with its formula)\n";
   return out;
 }

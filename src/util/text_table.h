@@ -2,6 +2,7 @@
 // their widest cell, numbers right-aligned.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,19 @@ class TextTable {
   void add_row(std::vector<Cell> cells) { rows_.push_back(std::move(cells)); }
   /// A horizontal rule across the table's full width.
   void add_rule() { rows_.push_back({}); }
+  /// Wrap column `column`'s cells at `width` display columns (at spaces); a wrapped cell continues
+  /// on the next lines with the other columns blank, so a table fits a 100-column terminal.
+  void set_max_width(std::size_t column, std::size_t width);
   std::string render(const std::string& indent = "  ") const;
 
  private:
   std::vector<std::vector<Cell>> rows_;
+  std::vector<std::size_t> max_widths_;  // 0 = no limit
 };
+
+/// `text` word-wrapped at `width` display columns; lines after the first start with `hanging`.
+/// Example: wrap("note: a b c", 9, "  ") == "note: a b\n  c".
+std::string wrap(const std::string& text, std::size_t width, const std::string& hanging);
 
 /// 70553706496 -> "70,553,706,496": exact counts stay readable.
 std::string group_digits(long long n);
