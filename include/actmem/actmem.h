@@ -98,8 +98,9 @@ bool evaluate(const PreparedModel& model, const Layout& layout, Totals& out) noe
 
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.
 struct Report {
+  PreparedModel source;              // keeps the model alive for as long as the report
   std::string model_name;
-  const ModelSpec* model = nullptr;  // null for --params; points into the PreparedModel
+  const ModelSpec* model = nullptr;  // null for --params; points into `source`
   Workload workload;
   Layout layout;
   TrainingEstimate estimate;

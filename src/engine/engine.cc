@@ -153,16 +153,21 @@ Scratch& scratch() {
 }
 
 /// The parameters one GPU of pipeline stage `stage` holds (stage_params() over layer kinds).
-StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par, int64_t stage, const Scratch& s) {
-  const int64_t num_layers = static_cast<int64_t>(p.kind_of.size());
+StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par, const PipelineSplit& split,
+                                    int64_t stage, const Scratch& s) {
   StageParams st;
   st.stage = stage;
-  st.first_layer = stage * (num_layers / par.pp) + std::min(stage, num_layers % par.pp);
-  st.num_layers = num_layers / par.pp + (stage < num_layers % par.pp ? 1 : 0);
-  for (std::size_t k = 0; k < p.num_kinds; ++k) {
-    const int64_t n = p.count(k, st.first_layer, st.first_layer + st.num_layers);
-    st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
-    st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
+  st.first_layer = split.chunk_begin(split.chunk_of(stage, 0));
+  for (int64_t j = 0; j < split.vpp; ++j) {
+    const int64_t c = split.chunk_of(stage, j);
+    const int64_t begin = split.chunk_begin(c);
+    const int64_t end = begin + split.chunk_size(c);
+    st.num_layers += end - begin;
+    for (std::size_t k = 0; k < p.num_kinds; ++k) {
+      const int64_t n = p.count(k, begin, end);
+      st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
+      st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
+    }
   }
   add_embedding_and_head(st, p.params, par.tp, par.pp);
   return st;
@@ -205,7 +210,8 @@ Binding bind(const Prepared& p, const Layout& l) {
                          b.values[static_cast<std::size_t>(Sym::kKvHeads)] < b.values[static_cast<std::size_t>(Sym::kQHeads)];
   b.variant.tensor_parallel = t > 1;
   b.graphs = &p.variants[b.variant.index()];
-  b.chunk_layers = m.num_layers / (par.pp * par.vpp);
+  b.split = PipelineSplit::of(m.num_layers, par);
+  b.chunk_layers = b.split.largest_chunk();
   return b;
 }
 
@@ -335,18 +341,19 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     // Segments never cross a model chunk (a stage's share of layers); with recompute_layers only
     // the first N layers of each chunk are rerun.
     const int64_t segment = plan.segment();
-    const int64_t rerun_per_chunk = plan.recomputed_per_chunk();
-    for (int64_t chunk = 0; chunk < num_layers; chunk += chunk_layers)
-      for (int64_t pos = 0; pos < rerun_per_chunk; pos += segment) {
+    for (int64_t c = 0; c < par.pp * par.vpp; ++c) {
+      const int64_t first = b.split.chunk_begin(c);
+      const int64_t n = b.split.chunk_size(c);
+      const int64_t rerun = plan.rerun(n);
+      for (int64_t pos = 0; pos < rerun; pos += segment) {
         Bytes seg{0};
-        for (int64_t i = chunk + pos; i < chunk + std::min(chunk_layers, pos + segment); ++i)
+        for (int64_t i = first + pos; i < first + std::min(n, pos + segment); ++i)
           seg += Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(i)]].none};
-        recompute_peak = std::max(recompute_peak, seg - Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(chunk + pos)]].input});
+        recompute_peak = std::max(recompute_peak, seg - Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]].input});
       }
-    const int64_t rerun = plan.rerun(chunk_layers);
-    for (int64_t first = 0; first < num_layers; first += chunk_layers)
       for (std::size_t k = 0; k < num_kinds; ++k)
         recompute_flops += static_cast<double>(p.count(k, first, first + rerun)) * s.kinds[k].flops;
+    }
   }
   t.recompute_peak = recompute_peak.count();
   t.recompute_flops = recompute_flops;
@@ -381,8 +388,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   Bytes best_peak{-1};
   for (int64_t rank = 0; rank < par.pp; ++rank) {
     for (std::size_t j = 0; j < vpp; ++j) {
-      const int64_t first = (static_cast<int64_t>(j) * par.pp + rank) * chunk_layers;
-      s.chunk_layer_bytes[j] = s.chunk_bytes[j] = kept_run(first, chunk_layers).count();
+      const int64_t c = b.split.chunk_of(rank, static_cast<int64_t>(j));
+      s.chunk_layer_bytes[j] = s.chunk_bytes[j] = kept_run(b.split.chunk_begin(c), b.split.chunk_size(c)).count();
     }
     if (rank == 0) s.chunk_bytes.front() = (Bytes{s.chunk_bytes.front()} + Bytes{embedding}).count();
     if (rank == par.pp - 1) s.chunk_bytes.back() = (Bytes{s.chunk_bytes.back()} + Bytes{head_loss}).count();
@@ -402,7 +409,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.in_flight_micro_batches = s.counts[0];
     }
 
-    const StageParams st = stage_params_from_kinds(p, par, rank, s);
+    const StageParams st = stage_params_from_kinds(p, par, b.split, rank, s);
     const StageStatic bytes = stage_static_bytes(st, p.per_param, l.zero_stage, l.offload_optimizer, par);
     const Bytes transient = largest_transient(rank == par.pp - 1);
     const Bytes stage_peak = bytes.total() + stage + transient;
@@ -460,6 +467,7 @@ Expected<Report> explain(const PreparedModel& model, const Layout& layout) {
   detail::MessageReporter reporter;
   detail::RecordingSink sink;
   Report r;
+  r.source = model;
   r.model_name = model.name();
   r.model = model.model();
   r.workload = model.workload();

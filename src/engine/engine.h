@@ -11,6 +11,7 @@
 #include "policies/layout_checks.h"
 #include "tensors/op_graph.h"
 #include "model/params.h"
+#include "policies/pipeline_split.h"
 #include "policies/recompute_plan.h"
 #include "policies/static_memory.h"
 
@@ -44,7 +45,8 @@ struct Binding {
   SymValues values{};
   const GraphSet* graphs = nullptr;
   Variant variant;
-  int64_t chunk_layers = 0;  // layers of one model chunk on one rank: L / (pp·vpp)
+  PipelineSplit split;       // which layers each pipeline rank holds
+  int64_t chunk_layers = 0;  // the largest model chunk (L / (pp·vpp) when even)
 };
 Binding bind(const Prepared& p, const Layout& l);
 

@@ -140,3 +140,56 @@ TEST(Engine, MessagesSpellOptionsPerFrontEnd) {
 
 }  // namespace
 }  // namespace actmem
+
+namespace actmem {
+namespace {
+
+// Llama 3 paper (Dubey et al. 2024, §3.3.2): 405B's 126 layers on 16 pipeline stages, one layer
+// fewer on the first and the last stage: 7 + 14 × 8 + 7 (Megatron's
+// --decoder-first/last-pipeline-num-layers 7).
+TEST(Engine, UnevenPipelineStagesLlama3_405B) {
+  const ModelSpec m = load_model("llama-3.1-405b").value();
+  const auto prepared = prepare(m, {.framework = Framework::kMegatron}).value();
+  Layout l{.seq_len = 8192,
+           .parallel = {.dp = 8, .tp = 8, .sp = true, .pp = 16, .num_micro_batches = 16,
+                        .first_stage_layers = 7, .last_stage_layers = 7},
+           .recompute = Recompute::kNone};
+  auto r = explain(prepared, l).value();
+  const auto& act = *r.estimate.activations;
+  const ParamCounts counts = count_params(m);
+  const int64_t layer = counts.layers[0].per_rank(8, 1);
+  const auto stages = stage_params(counts, l.parallel);
+  EXPECT_EQ(stages[0].num_layers, 7);
+  EXPECT_EQ(stages[1].num_layers, 8);
+  EXPECT_EQ(stages[15].num_layers, 7);
+  EXPECT_EQ(stages[1].total(), 8 * layer);
+  EXPECT_EQ(stages[0].total(), 7 * layer + ceil_div(counts.embedding, 8));
+  // 1F1B: rank r holds min(pp − r, M) micro-batches of its layers (+ the embedding on rank 0).
+  EXPECT_EQ(act.in_flight_by_stage[0], act.per_layer * (7 * 16) + act.embedding * 16);
+  EXPECT_EQ(act.in_flight_by_stage[1], act.per_layer * (8 * 15));
+  EXPECT_EQ(act.in_flight_by_stage[15], act.per_layer * 7 + act.head_loss);
+  // The even split is impossible: 126 is not divisible by 16.
+  l.parallel.first_stage_layers = l.parallel.last_stage_layers = 0;
+  Totals t;
+  EXPECT_FALSE(evaluate(prepared, l, t));
+  EXPECT_STREQ(t.error_field, "pp");
+  // 7 + 14 × 8 + 8 = 127 ≠ 126: the rest does not split evenly.
+  l.parallel.first_stage_layers = 7;
+  l.parallel.last_stage_layers = 8;
+  auto bad = explain(prepared, l);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().field, "first_stage_layers");
+  EXPECT_NE(bad.error().message.find("evenly"), std::string::npos) << bad.error().message;
+  // Only the last stage given: 126 − 6 = 120 over the first 15 stages, 8 each.
+  l.parallel.first_stage_layers = 0;
+  l.parallel.last_stage_layers = 6;
+  ASSERT_TRUE(evaluate(prepared, l, t));
+  EXPECT_EQ(stage_params(counts, l.parallel)[0].num_layers, 8);
+  // The interleaved schedule with uneven stages is not modeled: an error, not a guess.
+  l.parallel.vpp = 2;
+  EXPECT_FALSE(evaluate(prepared, l, t));
+  EXPECT_STREQ(t.error_field, "last_stage_layers");
+}
+
+}  // namespace
+}  // namespace actmem

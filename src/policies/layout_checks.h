@@ -13,6 +13,7 @@
 #include "util/expected.h"
 #include "model/model_spec.h"
 #include "policies/options.h"
+#include "policies/pipeline_split.h"
 
 namespace actmem::detail {
 
@@ -92,6 +93,8 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       {"cp", p.cp, 1, limits::kMaxCp},
       {"ep", p.ep, 1, limits::kMaxEp},
       {"num_micro_batches", p.num_micro_batches, 0, limits::kMaxMicroBatches},
+      {"first_stage_layers", p.first_stage_layers, 0, limits::kMaxLayers},
+      {"last_stage_layers", p.last_stage_layers, 0, limits::kMaxLayers},
       {"zero_stage", l.zero_stage, 0, 3},
   };
   for (const auto& x : ranges)
@@ -158,7 +161,28 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
     });
 
   const int64_t stages = layout.pp * layout.vpp;
-  if (model.num_layers % stages != 0)
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0) {
+    const char* field = layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
+    if (layout.pp < 2)
+      return r.fail(ErrorKind::kIncompatible, field, [&] {
+        return fmt::format("@{} sets the layers of a pipeline stage; it needs @pp 2 or more", field);
+      });
+    if (layout.vpp > 1)
+      return r.fail(ErrorKind::kIncompatible, field, [&] {
+        return fmt::format("@{} with @vpp {}: uneven stages are modeled for the 1F1B schedule; use @vpp 1", field,
+                           layout.vpp);
+      });
+    const int64_t given = (layout.first_stage_layers > 0 ? 1 : 0) + (layout.last_stage_layers > 0 ? 1 : 0);
+    const int64_t others = layout.pp - given;
+    const int64_t rest = model.num_layers - layout.first_stage_layers - layout.last_stage_layers;
+    if (rest < others || (others == 0 ? rest != 0 : rest % others != 0))
+      return r.fail(ErrorKind::kIncompatible, field, [&] {
+        return fmt::format("@first_stage_layers {} @last_stage_layers {}: the other {} of @pp {} stages must split the "
+                           "remaining {} of num_hidden_layers ({}) evenly, at least one layer each",
+                           layout.first_stage_layers, layout.last_stage_layers, others, layout.pp, rest,
+                           model.num_layers);
+      });
+  } else if (model.num_layers % stages != 0)
     return r.fail(ErrorKind::kIncompatible, "pp", [&] {
       return fmt::format("@pp {} @vpp {}: num_hidden_layers ({}) is not divisible by pp·vpp = {}; valid @pp values "
                          "with @vpp {}: {}",
@@ -235,7 +259,7 @@ bool check_recompute(const ModelSpec& model, const Workload& w, const Layout& o,
       return fmt::format("@recompute_layers {}: must be >= 0 (layers per pipeline chunk to recompute)",
                          o.recompute_layers);
     });
-  const int64_t per_chunk = model.num_layers / (o.parallel.pp * o.parallel.vpp);
+  const int64_t per_chunk = PipelineSplit::of(model.num_layers, o.parallel).largest_chunk();
   if (o.recompute_layers > per_chunk)
     return r.fail(ErrorKind::kIncompatible, "recompute_layers", [&] {
       return fmt::format("@recompute_layers {}: each pipeline chunk holds {} layers; use 0..{}", o.recompute_layers,

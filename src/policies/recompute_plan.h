@@ -47,9 +47,6 @@ struct RecomputePlan {
   }
   /// Layers per recomputed segment, and how many leading layers of a chunk are recomputed.
   int64_t segment() const { return checkpoint_every > 0 ? checkpoint_every : 1; }
-  int64_t recomputed_per_chunk() const {
-    return recompute_layers >= 0 && checkpoint_every == 0 ? recompute_layers : chunk_layers;
-  }
   /// Full recomputation of only the first N < chunk layers of each chunk (block method).
   bool partial() const {
     return policy == Recompute::kFull && checkpoint_every == 0 && recompute_layers >= 0 &&

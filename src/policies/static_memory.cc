@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "policies/pipeline_split.h"  // which layers each stage holds
+
 #include "util/text_table.h"  // group_digits
 
 namespace actmem {
@@ -65,19 +67,21 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
   const int64_t pp = std::max<int64_t>(layout.pp, 1);
   const int64_t tp = std::max<int64_t>(layout.tp, 1);
   const int64_t ep = std::max<int64_t>(layout.ep, 1);
+  const auto split = detail::PipelineSplit::of(num_layers, layout);
   std::vector<StageParams> stages;
-  int64_t next = 0;
   for (int64_t s = 0; s < pp; ++s) {
     StageParams st;
     st.stage = s;
-    st.first_layer = next;
-    st.num_layers = num_layers / pp + (s < num_layers % pp ? 1 : 0);
-    next += st.num_layers;
-    for (int64_t i = st.first_layer; i < st.first_layer + st.num_layers; ++i) {
-      const auto& l = counts.layers[static_cast<size_t>(i)];
-      const int64_t expert = ceil_div(ceil_div(l.routed_experts, ep), tp);
-      st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
-      st.expert = checked_add(st.expert, expert);
+    st.first_layer = split.chunk_begin(split.chunk_of(s, 0));
+    for (int64_t j = 0; j < split.vpp; ++j) {  // rank s holds model chunks j·pp + s
+      const int64_t c = split.chunk_of(s, j);
+      for (int64_t i = split.chunk_begin(c); i < split.chunk_begin(c) + split.chunk_size(c); ++i) {
+        const auto& l = counts.layers[static_cast<size_t>(i)];
+        const int64_t expert = ceil_div(ceil_div(l.routed_experts, ep), tp);
+        st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
+        st.expert = checked_add(st.expert, expert);
+        ++st.num_layers;
+      }
     }
     add_embedding_and_head(st, counts, tp, pp);
     stages.push_back(st);

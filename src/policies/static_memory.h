@@ -46,8 +46,9 @@ struct StageParams {
   int64_t total() const { return dense + expert; }
 };
 
-/// The layers each pipeline stage holds: L/pp each, the first L mod pp stages one more
-/// (Megatron requires an even split unless told otherwise; uneven splits are shown as such).
+/// The parameters each pipeline stage holds: its model chunks' layers (PipelineSplit: even, or
+/// uneven first/last stages; chunk j·pp + r on rank r with vpp > 1), the embedding on the first
+/// stage, the LM head on the last. The layout must be checked (check_parallel).
 std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelLayout& layout);
 
 /// Adds what a stage holds besides its layers: the embedding on the first stage, the LM head (a

@@ -20,6 +20,13 @@ nlohmann::json shape_json(const std::vector<Factor>& shape) {
 
 std::string header_lines(const Report& r);
 
+std::string uneven_stages(const ParallelLayout& p) {
+  std::string out;
+  if (p.first_stage_layers > 0) out += fmt::format("first stage {} layers", p.first_stage_layers);
+  if (p.last_stage_layers > 0) out += fmt::format("{}last stage {} layers", out.empty() ? "" : ", ", p.last_stage_layers);
+  return " (" + out + ")";
+}
+
 /// The request in four lines (model, workload, training, parallel), each wrapped at kColumns.
 std::string header(const Report& r) {
   std::string out;
@@ -52,7 +59,10 @@ std::string header_lines(const Report& r) {
                      dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer), l.zero_stage,
                      l.offload_optimizer ? ", optimizer offloaded" : "");
   out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
-                     p.vpp > 1 ? fmt::format(" (vpp {})", p.vpp) : "", p.cp, p.ep,
+                     p.vpp > 1                                             ? fmt::format(" (vpp {})", p.vpp)
+                     : p.first_stage_layers > 0 || p.last_stage_layers > 0 ? uneven_stages(p)
+                                                                           : "",
+                     p.cp, p.ep,
                      p.num_micro_batches > 0 ? fmt::format(", {} micro-batches", p.num_micro_batches) : "");
   return out;
 }
@@ -138,6 +148,8 @@ nlohmann::json report_json(const Report& r) {
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
                  {"reserve_bytes", l.reserve.count()}};
+  if (p.first_stage_layers > 0) j["inputs"]["first_stage_layers"] = p.first_stage_layers;
+  if (p.last_stage_layers > 0) j["inputs"]["last_stage_layers"] = p.last_stage_layers;
   j["params"] = {{"total", e.params.total()},
                  {"active", e.params.active()},
                  {"non_embedding", e.params.non_embedding()},
