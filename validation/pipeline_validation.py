@@ -81,6 +81,22 @@ class Case:
     pp: int
     vpp: int
     m: int  # micro-batches per flush
+    first: int = 0  # uneven 1F1B: layers on the first stage (Megatron --decoder-first-pipeline-num-layers)
+    last: int = 0  # and on the last stage; the other stages split the rest evenly
+
+    def chunk_range(self, rank, chunk):
+        """Layers [begin, end) of chunk `chunk` of pipeline rank `rank` (Megatron's layer assignment)."""
+        c = chunk * self.pp + rank
+        if not (self.first or self.last):
+            per = self.model.layers // (self.pp * self.vpp)
+            return c * per, (c + 1) * per
+        given = (self.first > 0) + (self.last > 0)
+        middle = (self.model.layers - self.first - self.last) // (self.pp - given)
+        first = self.first or middle
+        last = self.last or middle
+        sizes = [first] + [middle] * (self.pp - 2) + [last]
+        begin = sum(sizes[:c])
+        return begin, begin + sizes[c]
 
 
 def _case(base, tag, attn, rc, s, b, drop, pp, vpp, m, per_chunk=2):
@@ -104,7 +120,18 @@ def _cases():
                     out.append(_case(base, tag, attn, rc, s, b, drop, pp, vpp, m))
         out.append(_case(base, tag, attn, "none", s, b, drop, 2, 3, 4, per_chunk=1))  # vpp 3 (Korthikanti's 175B/530B use 3)
         out.append(_case(base, tag, attn, "none", s, b, drop, 4, 3, 12, per_chunk=1))
+        # uneven 1F1B stages (Llama 3 405B runs 7 + 14 × 8 + 7): first 1, middle 3, last 2 at pp 4;
+        # only the last stage given at pp 3 (2 + 2 + 1)
+        for rc in ("none", "full"):
+            out.append(_uneven(base, tag, attn, rc, s, b, drop, pp=4, m=8, first=1, last=2, layers=1 + 3 * 2 + 2))
+        out.append(_uneven(base, tag, attn, "none", s, b, drop, pp=3, m=2, first=0, last=1, layers=5))
     return out
+
+
+def _uneven(base, tag, attn, rc, s, b, drop, pp, m, first, last, layers):
+    cfg = models.ModelConfig(**dict(base, layers=layers))
+    run = models.RunConfig("megatron", attn, rc, "bf16", seq_len=s, micro_batch=b, hidden_dropout=drop, attention_dropout=drop)
+    return Case(f"{tag}-{attn}-{rc}-pp{pp}-first{first}-last{last}-m{m}", cfg, run, pp, 1, m, first, last)
 
 
 CASES = _cases()
@@ -169,11 +196,8 @@ class Chunks:
     def __init__(self, c: Case, seed=0):
         self.c = c
         self.model = models.build(c.model, c.run, seed)
-        self.per_chunk = c.model.layers // (c.pp * c.vpp)
         self.excluded = {measure._storage_key(t) for t in list(self.model.parameters()) + list(self.model.buffers())}
 
-    def first_layer(self, rank, chunk):
-        return (chunk * self.c.pp + rank) * self.per_chunk
 
     def forward(self, rank, chunk, input_tensor, input_ids, labels):
         model, cfg, run = self.model, self.c.model, self.c.run
@@ -193,8 +217,8 @@ class Chunks:
                 x = ops.dropout(x, run.hidden_dropout)
         else:
             x = input_tensor
-        first = self.first_layer(rank, chunk)
-        for i in range(first, first + self.per_chunk):
+        first, end = self.c.chunk_range(rank, chunk)
+        for i in range(first, end):
             layer = model.layers[i]
             with models.region(f"layer {i}"):
                 if run.recompute == "full":
@@ -341,6 +365,10 @@ def run_cli(actmem, c: Case, workdir):
             raise ValueError(f"in_flight_by_stage has {len(by_stage)} entries, pp is {c.pp}")
 
     extra = ["--pp", str(c.pp), "--vpp", str(c.vpp), "--num-micro-batches", str(c.m)]
+    if c.first:
+        extra += ["--first-stage-layers", str(c.first)]
+    if c.last:
+        extra += ["--last-stage-layers", str(c.last)]
     return call_actmem(actmem, c.name, c.model, c.run, workdir, extra=extra, check=check)
 
 
