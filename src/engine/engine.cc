@@ -278,7 +278,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const int64_t chunk_layers = b.chunk_layers;
   const RecomputePlan plan = RecomputePlan::of(l, chunk_layers);
   auto kept = [&](const KindBytes& k, int64_t position) { return plan.kept(k.none, k.selective, k.input, position); };
-  const int64_t shared = plan.some_layer_not_recomputed() ? eval(g.shared.none, v) : 0;
+  // Shared storages: saved by the layers that run normally, kept by the checkpointed ones
+  // (Storage::kept_shared), each once.
+  const bool run_normally = plan.some_layer_not_recomputed();
+  const bool recomputed = plan.some_layer_recomputed();
+  const int64_t shared = (run_normally ? eval(g.shared.none, v) : 0) +
+                         (recomputed ? eval(run_normally ? g.shared.checkpointed_only : g.shared.checkpointed, v) : 0);
 
   // One micro-batch, the whole model as one stage (one recomputation unit).
   const int64_t num_layers = m.num_layers;

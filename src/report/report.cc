@@ -99,10 +99,17 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     const Graph* graph;
     const char* name;
   } regions[] = {{&g.embedding, "embedding"}, {&g.head, "head"}, {&g.shared, "shared"}};
+  // A region's storage is listed when it is kept: embedding and head save theirs; the shared ones
+  // are saved by layers that run normally or kept as checkpoint inputs (Storage::kept_shared).
+  const bool run_normally = plan.some_layer_not_recomputed();
+  const bool recomputed = plan.some_layer_recomputed();
+  auto kept = [&](const Graph* graph, const Storage& st) {
+    return graph == &g.shared ? st.kept_shared(run_normally, recomputed) : st.saved(Recompute::kNone);
+  };
   for (const auto& region : regions) {
     if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
     for (const auto& st : region.graph->storages)
-      if (st.saved(Recompute::kNone)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
+      if (kept(region.graph, st)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
   }
 
   // Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
@@ -158,7 +165,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     std::vector<const Storage*> parts;
     Bytes sum{0};
     for (const auto& st : region.graph->storages)
-      if (st.saved(Recompute::kNone)) {
+      if (kept(region.graph, st)) {
         parts.push_back(&st);
         sum += Bytes{storage_bytes(st, mid_bound.values)};
       }
@@ -200,6 +207,15 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     else
       notes.push_back("full recomputation: each layer keeps only its input; embedding, final norm, LM head and loss "
                       "are not recomputed");
+  }
+  if (recomputed) {
+    std::vector<std::string> inputs;
+    for (const auto& st : g.shared.storages)
+      if (st.checkpoint_input) inputs.push_back(st.name);
+    if (!inputs.empty())
+      notes.push_back(fmt::format("checkpointed layers keep what the model passes into them until backward ({}): "
+                                  "shared by all layers, counted once in shared",
+                                  fmt::join(inputs, ", ")));
   }
   if (par.tp > 1)
     notes.push_back(par.sp ? "TP with sequence parallelism: what TP replicates is split along s by t"

@@ -75,6 +75,13 @@ struct Storage {
   bool saved_outside_core = false;  // saved by an op that selective recomputation does not rerun
   bool saved_by_core = false;       // saved inside core attention (QKᵀ, softmax, dropout, AV, flash)
   bool core_input = false;          // q, k, v as core attention receives them (kept by selective)
+  bool checkpoint_input = false;    // passed into a checkpointed layer: alive until backward under full recomputation
+
+  /// A shared storage (GraphSet::shared) is kept when a layer that runs normally saves it, or when a
+  /// recomputed layer received it as a checkpoint input.
+  bool kept_shared(bool some_layer_run, bool some_layer_recomputed) const {
+    return (some_layer_run && saved(Recompute::kNone)) || (some_layer_recomputed && checkpoint_input);
+  }
 
   bool saved(Recompute policy) const {
     if (policy == Recompute::kSelective) return saved_outside_core || core_input;
@@ -102,6 +109,10 @@ struct Graph {
   Polynomial none;       // everything its ops save
   Polynomial selective;  // core attention rerun: q, k, v stay
   Polynomial input;      // storage 0 alone: what full recomputation keeps of a layer
+  // Shared storages (GraphSet::shared): kept by checkpointed layers, and the part of those that no
+  // layer running normally saves (counted on top of `none` when both kinds of layer exist).
+  Polynomial checkpointed;
+  Polynomial checkpointed_only;
   void compile();
 };
 
@@ -121,7 +132,10 @@ struct GraphSet {
   std::vector<LayerKind> kinds;
   Graph embedding;
   Graph head;
-  Graph shared;  // tables shared by all layers (RoPE cos/sin), counted once
+  // Storages shared by all layers, counted once: what their ops save (HF RoPE cos/sin) and what
+  // full recomputation keeps because it is passed into every checkpointed layer (masks, rotary
+  // tables, position ids).
+  Graph shared;
 };
 
 struct Variant {
