@@ -191,6 +191,11 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
     if hf and cfg.final_softcap:
         t.append(("final logit softcap tanh output (act dtype)", "e·T·V", e * T * V))
+    if hf and run.hf_version == "4.44":  # CrossEntropyLoss on logits[..., :-1, :].contiguous()
+        Ts, el = (s - 1) * b, (e if gpt else 4)
+        t.extend([(f"{'act-dtype' if gpt else 'fp32'} log-softmax over s-1 shifted rows (4.44)", f"{'e' if gpt else '4'}·(s-1)·b·V", el * Ts * V),
+                  ("shifted targets int64 (labels[..., 1:].contiguous())", "8·(s-1)·b", 8 * Ts)])  # fmt: skip
+        return t
     label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
     if not hf:

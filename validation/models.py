@@ -178,6 +178,7 @@ class RunConfig:
     # full recompute: torch.utils.checkpoint's reentrant Function (HF 4.x default, Megatron's own
     # tensor_parallel.checkpoint) or the non-reentrant one (HF 5.x default)
     checkpoint: str = "reentrant"
+    hf_version: str = "4.57"  # hf: transformers code layout, 4.57 or 4.44 (the loss)
 
     @property
     def torch_dtype(self):
@@ -685,6 +686,15 @@ class HFModel(nn.Module):
             logits = F.linear(x, weight)
             if cfg.final_softcap:  # Gemma 2: tanh saves its output (activation dtype)
                 logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
+            if run.hf_version == "4.44":
+                # 4.44 / 4.45 *ForCausalLM.forward: LlamaForCausalLM `logits = logits.float()` (GPT2LMHeadModel:
+                # no upcast), `shift_logits = logits[..., :-1, :].contiguous()`, `shift_labels =
+                # labels[..., 1:].contiguous()`, CrossEntropyLoss() over the s-1 rows
+                if cfg.family != "gpt2":
+                    logits = logits.float()
+                shift_logits = logits[..., :-1, :].contiguous()
+                shift_labels = labels[..., 1:].contiguous()
+                return F.cross_entropy(shift_logits.view(-1, cfg.vocab), shift_labels.view(-1))
             # transformers ForCausalLMLoss: upcast, shift labels by padding, CE over all s positions
             logits = logits.float()
             labels = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()

@@ -102,6 +102,13 @@ def case_nr(name, model, fw, attn, dtype, s, b, hd=0.0, ad=0.0):
     return c
 
 
+def case_v(name, model, attn, rc, dtype, s, b, hd=0.0, ad=0.0, version="4.44"):
+    """An hf case under another transformers version's code layout (--hf-version)."""
+    c = case(name, model, "hf", attn, rc, dtype, s, b, hd, ad)
+    c["run"].hf_version = version
+    return c
+
+
 CASES = [
     # GPT-2, HF
     case("gpt2-hf-eager-none-bf16-drop", GPT2, "hf", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
@@ -117,6 +124,9 @@ CASES = [
     case("gpt2-hf-eager-full-fp32-odd", GPT2_ODD, "hf", "eager", "full", "fp32", 41, 2),
     case_nr("gpt2-hf-eager-full-bf16-nonreentrant", GPT2, "hf", "eager", "bf16", 40, 2, 0.1, 0.1),
     case_nr("gpt2-hf-sdpa-full-fp32-nonreentrant", GPT2_ODD, "hf", "sdpa", "fp32", 29, 3),
+    # transformers 4.44: loss over the s-1 shifted rows, GPT-2 without the fp32 upcast
+    case_v("gpt2-hf-eager-none-bf16-drop-hf444", GPT2, "eager", "none", "bf16", 48, 3, 0.1, 0.1),
+    case_v("gpt2-hf-flash-full-fp32-hf444", GPT2_ODD, "flash", "full", "fp32", 33, 3),
     # GPT, Megatron
     case("gpt2-megatron-eager-none-bf16-korthikanti", GPT2, "megatron", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
     case("gpt2-megatron-eager-none-fp32-drop", GPT2, "megatron", "eager", "none", "fp32", 37, 2, 0.1, 0.1),
@@ -140,6 +150,8 @@ CASES = [
     case_nr("llama-hf-eager-full-bf16-gqa-nonreentrant", LLAMA_GQA, "hf", "eager", "bf16", 44, 2),
     case_nr("llama-hf-flash-full-fp32-headdim-nonreentrant", LLAMA_HD, "hf", "flash", "fp32", 33, 3),
     case("llama-hf-sdpa-full-bf16-headdim", LLAMA_HD, "hf", "sdpa", "full", "bf16", 41, 2),
+    case_v("llama-hf-flash-none-bf16-gqa-hf444", LLAMA_GQA, "flash", "none", "bf16", 37, 3),
+    case_v("qwen2-hf-eager-full-bf16-hf444", QWEN2, "eager", "full", "bf16", 29, 2),
     case("llama-hf-flash-full-fp32-mha", LLAMA_MHA, "hf", "flash", "full", "fp32", 48, 3),
     # Llama, Megatron
     case("llama-megatron-eager-none-bf16-mha", LLAMA_MHA, "megatron", "eager", "none", "bf16", 48, 3),
@@ -388,7 +400,7 @@ def cli_args(actmem, config_path, run: models.RunConfig, par=None, extra=()):
         "--dtype", run.dtype, "--framework", run.framework, "--attention", run.attention,
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
-        "--json",
+        "--hf-version", run.hf_version, "--json",
     ] + parallel + list(extra)  # fmt: skip
 
 

@@ -37,6 +37,11 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 
 Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
   if (auto v = model.validate(); !v) return v.error();
+  if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
+    return Error{ErrorKind::kIncompatible, "hf_version",
+                 fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
+                             "mistral and qwen2 only, not '{}'; use @hf_version 4.57",
+                             kHfVersionNames.name(workload.hf_version), model.model_type)};
   try {
     auto p = std::make_shared<detail::Prepared>();
     p->name = model.name;
@@ -175,6 +180,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   set(Sym::kSeqRep, seq_local / (par.sp ? t : 1));
   set(Sym::kSeqTp, seq_local);
   set(Sym::kSeqKey, l.seq_len);
+  set(Sym::kSeqShifted, seq_local - 1);
   set(Sym::kBatch, l.micro_batch);
   set(Sym::kHidden, m.hidden);
   set(Sym::kQHeads, m.num_heads / t);

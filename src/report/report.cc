@@ -188,6 +188,12 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                               kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
+  if (w.framework == Framework::kHF)
+    notes.push_back(w.hf_version == HfVersion::k4_44
+                        ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
+                          "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
+                          "and the loss transient, are the 4.57 rules"
+                        : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (o.recompute == Recompute::kSelective)

@@ -105,9 +105,18 @@ struct HfModelTraits {
   // Phi3Model never applies an embedding dropout: 4.44 builds `embed_dropout` but forward() does
   // not call it; 4.48+ (modeling_phi3.py, Phi3Model) has none. resid_pdrop is applied (hidden).
   bool no_embedding_dropout = false;
+  // transformers 4.44 (and 4.45), before ForCausalLMLoss: `shift_logits = logits[..., :-1, :]
+  // .contiguous()` and CrossEntropyLoss over the s−1 shifted rows. LlamaForCausalLM upcasts first
+  // (`logits = logits.float()`): an fp32 log-softmax; GPT2LMHeadModel does not: the log-softmax is
+  // in the logits' (activation) dtype. Families without a row have no measured 4.44 rule.
+  enum class ShiftedLoss { kNone, kFp32, kActivationDtype } loss_4_44 = ShiftedLoss::kNone;
 };
-constexpr std::array<HfModelTraits, 5> kHfTraits{{
-    {.model_type = "gpt2", .softmax_in_activation_dtype = true},
+using ShiftedLoss = HfModelTraits::ShiftedLoss;
+constexpr std::array<HfModelTraits, 8> kHfTraits{{
+    {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
+    {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
+    {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
+    {.model_type = "qwen2", .loss_4_44 = ShiftedLoss::kFp32},    // Qwen2ForCausalLM: copied from Llama
     {.model_type = "gemma", .rms_norm_scale_fp32 = true},
     {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
     {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
@@ -485,6 +494,17 @@ Graph build_head(const Context& c) {
   linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
   if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
+  const auto shifted = c.workload.hf_version == HfVersion::k4_44 ? c.hf.loss_4_44 : ShiftedLoss::kNone;
+  if (shifted != ShiftedLoss::kNone) {
+    // transformers 4.44: CrossEntropyLoss on logits[..., :-1, :].contiguous() (HfModelTraits::loss_4_44).
+    const DType dt = shifted == ShiftedLoss::kFp32 ? DType::kFP32 : c.e;
+    const Dim rows = Dim::of(Sym::kSeqShifted);
+    g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {rows, c.b, c.vocab}, dt,
+                 "log-softmax over the s−1 shifted rows (transformers 4.44)"));
+    g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {rows, c.b}, DType::kINT64,
+                 "labels[..., 1:].contiguous()"));
+    return std::move(g.g);
+  }
   // The logits are upcast to fp32 and consumed by the loss, which keeps its own fp32 output.
   g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
                "fp32 (log-)softmax over the vocabulary at every position"));
@@ -649,6 +669,10 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model) {
   return kind_of;
 }
 
+bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
+  return version == HfVersion::k4_57 || hf_traits(model).loss_4_44 != ShiftedLoss::kNone;
+}
+
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
   const FrameworkRules& rules = rules_for(w.framework);
   const HfModelTraits traits = hf_traits(model);
@@ -715,6 +739,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
                                                                    : (p.ep > 1 ? "k·s·b/ep" : "k·s·b");
   if (p.cp > 1) rows += " (s/cp)";
   set(Sym::kMoeRows, rows);
+  set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");
   return x;
 }
 

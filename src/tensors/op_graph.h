@@ -35,6 +35,7 @@ enum class Sym : int8_t {
   kExpertFfn,  // fe/t
   kSharedFfn,  // fs/t
   kMoeRows,    // token rows one GPU's experts process: k·s·b/ep, or the padded capacity
+  kSeqShifted, // rows of a loss over shifted labels (transformers ≤ 4.45): s/cp − 1
   kCount,
 };
 constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);
@@ -147,6 +148,9 @@ struct Variant {
 /// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of
 /// maps each layer to its kind.
 GraphSet build_graphs(const ModelSpec& model, const Workload& workload, Variant variant);
+/// Whether the hf rules of `version` are modeled (and measured) for the model's family: 4.57 for
+/// every family, 4.44 only where its loss rule is known (HfModelTraits::loss_4_44).
+bool hf_version_modeled(const ModelSpec& model, HfVersion version);
 std::vector<std::size_t> layer_kinds(const ModelSpec& model);
 
 /// The text of a symbol under a layout: "a/t" when t > 1, "s/(t·cp)" under SP and CP, ...
