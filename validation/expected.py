@@ -163,12 +163,20 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t = [("input ids int64 (embedding)", "8·T", 8 * T)]
     if gpt:
         t.append(("position ids int64", "8·s" if hf else "8·T", 8 * s if hf else 8 * T))
-    if run.hidden_dropout > 0 and (not hf or traits.hidden_dropout):
+    if run.hidden_dropout > 0 and (not hf or traits.embedding_dropout):
         t.append(("embedding dropout bool mask", "T·h", T * h))
-    if hf and traits.rope and run.recompute != "full":
+    full = run.recompute == "full"
+    if hf and traits.rope:  # saved by the RoPE muls; under full recompute kept by the checkpoints
         rot = models._rotary_dims(cfg)
         sym = "dr" if traits.qkv == "mla" else "d" if rot == d else "d_rot"
-        t.append((f"RoPE cos + sin (shared by all layers)", f"2·e·s·{sym}", 2 * e * s * rot))
+        kept = "kept by every checkpoint (position_embeddings)" if full else "saved by the RoPE muls"
+        t.append((f"RoPE cos + sin (shared by all layers, {kept})", f"2·e·s·{sym}", 2 * e * s * rot))
+    if hf and full and not gpt:  # GPT-2: the same storage is wpe's saved position ids (above)
+        t.append(("cache_position int64 (position_ids is a view), kept by every checkpoint", "8·s", 8 * s))
+    if hf and full and run.attention == "eager":
+        t.append(("eager causal mask (b, 1, s, s) act dtype, kept by every checkpoint", "e·b·s²", e * b * s * s))
+    if not hf and full and not gpt:
+        t.append(("rotary_pos_emb fp32 (s, 1, 1, d), a positional checkpoint input", "4·s·d", 4 * s * d))
     if traits.norm == "layer":
         t.extend([("final LayerNorm input", "e·T·h", e * T * h), ("final LN fp32 mean+rstd", "8·T", 8 * T)])
     elif hf:
@@ -183,6 +191,11 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t.append(("LM head input (final norm output)", "e·T·h", e * T * h))
     if hf and cfg.final_softcap:
         t.append(("final logit softcap tanh output (act dtype)", "e·T·V", e * T * V))
+    if hf and run.hf_version == "4.44":  # CrossEntropyLoss on logits[..., :-1, :].contiguous()
+        Ts, el = (s - 1) * b, (e if gpt else 4)
+        t.extend([(f"{'act-dtype' if gpt else 'fp32'} log-softmax over s-1 shifted rows (4.44)", f"{'e' if gpt else '4'}·(s-1)·b·V", el * Ts * V),
+                  ("shifted targets int64 (labels[..., 1:].contiguous())", "8·(s-1)·b", 8 * Ts)])  # fmt: skip
+        return t
     label = "fp32 log-softmax (HF CE)" if hf else "fp32 softmax (fused CE)"
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
     if not hf:
@@ -328,6 +341,8 @@ def _terms_rank(cfg: models.ModelConfig, run: models.RunConfig, par):
         out.append(("position ids int64", "8·T_l", 8 * T))
     if ph:
         out.append(("embedding dropout mask (s_r)", "T_r·h", Tr * h))
+    if run.recompute == "full" and not gpt:
+        out.append(("rotary_pos_emb fp32 (s_l, 1, 1, d), a positional checkpoint input", "4·s_l·d", 4 * s * d))
     out += [
         ("final norm input (s_r)", "e·T_r·h", e * Tr * h),
         ("final norm fp32 stats (s_r)", f"{stats}·T_r", stats * Tr),

@@ -12,11 +12,17 @@ for backward (activation-rules.md), observed with torch.autograd.graph.saved_ten
     total_bytes.
 
 Only the forward pass is hooked: recomputation during backward (torch.utils.checkpoint) is never
-counted. The reentrant checkpoint is used because its Function saves the layer inputs through
-save_for_backward, which the hooks see; the non-reentrant one keeps inputs in a closure and its
-own hooks hide everything (checked: the hooks see nothing at all under it).
+counted. The reentrant checkpoint's Function saves its positional tensor inputs through
+save_for_backward, which the hooks see, and holds the function (a functools.partial with its
+keyword tensors) in ctx.run_function, which they do not; the non-reentrant one keeps args and
+kwargs in a closure and its own hooks hide everything inside (checked: the hooks see nothing at
+all under it). So the tensors a model passes into checkpointed layers are also watched
+(models.watch): each one still alive after the forward has returned, with every reference of the
+model's own dropped, is kept until backward by a checkpoint and counts as saved (once per storage,
+"shared" unless a layer's own input).
 """
 import dataclasses
+import gc
 
 import torch
 
@@ -74,6 +80,24 @@ def _saver_names(root, by_key):
         stack.extend(fn for fn, _ in node.next_functions)
 
 
+def _add_kept_by_checkpoint(watched, by_key, excluded):
+    """Watched tensors alive after the forward that no hook saw: held by a checkpoint (a closure,
+    ctx.run_function). A model-level one (watched outside a layer) is shared by all layers."""
+    gc.collect()
+    for ref, where in watched:
+        t = ref()
+        if t is None or t.dim() == 0 or _storage_key(t) in excluded:
+            continue
+        record = by_key.get(_storage_key(t))
+        if record is None:
+            region = where if where.startswith("layer ") else "shared"
+            record = SavedStorage(t.storage().nbytes(), tuple(t.shape), str(t.dtype).replace("torch.", ""),
+                                  region, {where}, set())
+            by_key[_storage_key(t)] = record
+        if not record.savers:
+            record.savers.add("(kept by checkpoint)")
+
+
 def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=False, par=None):
     """`par` (parallel_models.ParallelConfig): measure one tensor/sequence/context-parallel rank
     of the megatron model instead; its tokens are s/cp of the sequence."""
@@ -104,9 +128,11 @@ def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=Fal
         record.regions.add(where)
         return t
 
+    models.take_watched()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss = model(input_ids, labels)
     _saver_names(loss.grad_fn, by_key)
+    _add_kept_by_checkpoint(models.take_watched(), by_key, excluded)
     if backward:
         loss.backward()
 
@@ -114,7 +140,7 @@ def measure(cfg: models.ModelConfig, run: models.RunConfig, seed=0, backward=Fal
     middle = cfg.layers // 2
     region_bytes, shared = {}, 0
     for record in by_key.values():
-        if len(layer_regions(record)) > 1:
+        if record.region == "shared" or len(layer_regions(record)) > 1:
             record.region = "shared"
             shared += record.bytes
         region_bytes[record.region] = region_bytes.get(record.region, 0) + record.bytes

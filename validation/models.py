@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import weakref
 
 import torch
 import torch.nn as nn
@@ -45,6 +46,24 @@ def region(name):
 
 def current_region():
     return _region[0]
+
+
+# Tensors the model passes into a checkpointed layer, watched by measure.py: which of them are
+# still alive once the forward has returned (held by a checkpoint until backward) and which died.
+_watched = []
+
+
+def watch(tensor):
+    """Note a tensor that the model passes into checkpointed layers (weakref + its region)."""
+    if tensor is not None:
+        _watched.append((weakref.ref(tensor), current_region()))
+    return tensor
+
+
+def take_watched():
+    out = list(_watched)
+    _watched.clear()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +137,8 @@ class FamilyTraits:
     qk_norm: bool = False  # qwen3: RMSNorm over head_dim on q and k before RoPE
     embed_scale: bool = False  # gemma: embeddings * sqrt(h) (a 0-dim tensor normalizer)
     sandwich: bool = False  # gemma2: post-attention and post-feedforward norms
-    hidden_dropout: bool = False  # the model applies resid/embedding dropout (gpt2, gpt_neox)
+    hidden_dropout: bool = False  # the model applies resid dropout (gpt2, gpt_neox, phi3)
+    embedding_dropout: bool = False  # ... and an embedding dropout (gpt2 drop, gpt_neox emb_dropout; not phi3)
     softmax_fp32: bool = True  # eager softmax(dtype=float32); GPT-2 softmax in activation dtype
     # MoE block: "" (dense) | mixtral (softmax router, expert loop; Qwen3-MoE too) | qwen2_moe
     # (+ shared expert scaled by sigmoid(shared_expert_gate(x))) | deepseek (fp32 router on
@@ -127,7 +147,8 @@ class FamilyTraits:
 
 
 FAMILY_TRAITS = {
-    "gpt2": FamilyTraits(norm="layer", qkv="gpt2", mlp="gelu_new", rope=False, hidden_dropout=True, softmax_fp32=False),
+    "gpt2": FamilyTraits(norm="layer", qkv="gpt2", mlp="gelu_new", rope=False, hidden_dropout=True,
+                         embedding_dropout=True, softmax_fp32=False),
     "llama": FamilyTraits(),
     "qwen2": FamilyTraits(),
     "mixtral": FamilyTraits(moe="mixtral"),
@@ -137,8 +158,10 @@ FAMILY_TRAITS = {
     "qwen3_moe": FamilyTraits(qk_norm=True, moe="mixtral"),  # Qwen3MoeSparseMoeBlock: the Mixtral loop, norm_topk_prob
     "qwen2_moe": FamilyTraits(moe="qwen2_moe"),  # Qwen2 attention (qkv bias) + Qwen2MoeSparseMoeBlock
     "deepseek_v3": FamilyTraits(qkv="mla", moe="deepseek"),  # modeling_deepseek_v3.py
-    "phi3": FamilyTraits(qkv="phi3", mlp="phi3"),
-    "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True),
+    # Phi3DecoderLayer: resid_attn_dropout / resid_mlp_dropout (resid_pdrop); Phi3Model applies no
+    # embedding dropout (4.44 builds embed_dropout and never calls it; 4.48+ has none)
+    "phi3": FamilyTraits(qkv="phi3", mlp="phi3", hidden_dropout=True),
+    "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True, embedding_dropout=True),
 }
 
 
@@ -152,6 +175,10 @@ class RunConfig:
     micro_batch: int
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
+    # full recompute: torch.utils.checkpoint's reentrant Function (HF 4.x default, Megatron's own
+    # tensor_parallel.checkpoint) or the non-reentrant one (HF 5.x default)
+    checkpoint: str = "reentrant"
+    hf_version: str = "4.57"  # hf: transformers code layout, 4.57 or 4.44 (the loss)
 
     @property
     def torch_dtype(self):
@@ -172,6 +199,15 @@ def _rope_tables(seq_len, head_dim, dtype, theta=10000.0):
     freqs = torch.outer(positions, inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)[None]
     return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@functools.lru_cache(maxsize=32)
+def megatron_rotary_freqs(seq_len, head_dim, theta=10000.0):
+    """Megatron-core RotaryEmbedding.forward (lru_cache'd): emb = cat(freqs, freqs)[:, None, None, :],
+    fp32 (s, 1, 1, d); one tensor for every layer and micro-batch."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
 
 
 def _rotate_half(x):
@@ -549,7 +585,7 @@ class HFLayer(nn.Module):
     def norm(self, x, i):
         return hf_norm(self.cfg, x, self.norm_w[i], self.norm_b[i] if self.cfg.traits.norm == "layer" else None)
 
-    def forward(self, x, rope, mask):
+    def forward(self, x, rope, mask, **unused):
         cfg, run = self.cfg, self.run
         if cfg.family == "gpt_neox":
             # GPTNeoXLayer: post_attention_dropout / post_mlp_dropout (hidden_dropout)
@@ -562,8 +598,15 @@ class HFLayer(nn.Module):
         if cfg.traits.sandwich:  # Gemma2DecoderLayer
             x = x + self.norm(self.attn(self.norm(x, 0), rope, mask), 1)
             return x + self.norm(self.mlp(self.norm(x, 2)), 3)
+        if cfg.family == "phi3":  # residual + resid_attn_dropout(attn), residual + resid_mlp_dropout(mlp)
+            x = x + ops.dropout(self.attn(self.norm(x, 0), rope, mask), run.hidden_dropout)
+            return x + ops.dropout(self.mlp(self.norm(x, 1)), run.hidden_dropout)
         x = x + self.attn(self.norm(x, 0), rope, mask)
         return x + self.mlp(self.norm(x, 1))
+
+
+def _gpt2_block(layer, rope, x, past_key_values, cache_position, mask, encoder_hidden_states, **unused):
+    return layer(x, rope, mask)
 
 
 def hf_norm(cfg, x, weight, bias=None):
@@ -596,9 +639,12 @@ class HFModel(nn.Module):
         with region("embedding"):
             x = self.embed(input_ids)  # saves input_ids (int64)
             rope = None
+            # LlamaModel / GPT2Model.forward: cache_position = arange(s); position_ids =
+            # cache_position.unsqueeze(0), a (1, s) view of the same int64 storage
+            cache_position = torch.arange(s)
+            position_ids = cache_position.unsqueeze(0)
             if cfg.family == "gpt2":
-                position_ids = torch.arange(s).unsqueeze(0)  # (1, s), saved by wpe
-                x = ops.dropout(x + self.pos_embed(position_ids), run.hidden_dropout)
+                x = ops.dropout(x + self.pos_embed(position_ids), run.hidden_dropout)  # wpe saves position_ids
             else:
                 if cfg.traits.embed_scale:
                     # Gemma: hidden * torch.tensor(sqrt(h), dtype): mul saves only the 0-dim normalizer
@@ -606,22 +652,49 @@ class HFModel(nn.Module):
                 if cfg.family == "gpt_neox":
                     x = ops.dropout(x, run.hidden_dropout)  # emb_dropout
                 rope = _rope_tables(s, _rotary_dims(cfg), dtype)
-            # additive causal mask built once per forward (eager only; add does not save it)
-            mask = torch.full((s, s), torch.finfo(dtype).min, dtype=dtype).triu(1)[None, None]
+            # masking_utils.create_causal_mask: eager gets eager_mask, torch.where over the (b, 1, s, s)
+            # broadcast of the bool causal pattern (materialised, activation dtype; add saves nothing);
+            # sdpa and flash_attention_2 get None without padding (is_causal instead).
+            mask = None
+            if run.attention == "eager":
+                arange = torch.arange(s)
+                allowed = (arange[None, None, None, :] <= arange[None, None, :, None]).expand(b, -1, s, s)
+                mask = torch.where(allowed, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
+        use_reentrant = run.checkpoint == "reentrant"
+        if run.recompute == "full":
+            for t in (cache_position, mask, *(rope or ())):
+                watch(t)
         for i, layer in enumerate(self.layers):
             with region(f"layer {i}"):
-                if run.recompute == "full":
-                    # HF GradientCheckpointingLayer: only positional hidden_states go through the
-                    # reentrant checkpoint; rope/mask are bound as keyword args (closure).
-                    x = checkpoint(functools.partial(layer, rope=rope, mask=mask), x, use_reentrant=True)
-                else:
+                if run.recompute != "full":
                     x = layer(x, rope, mask)
+                elif cfg.family == "gpt2":
+                    # GPT2Model.forward calls GPT2Block(GradientCheckpointingLayer) as block(hidden_states,
+                    # past_key_values (None under checkpointing), cache_position, causal_mask,
+                    # encoder_hidden_states, position_ids=..., ...): the mask is positional.
+                    block = functools.partial(_gpt2_block, layer, rope, position_ids=position_ids)
+                    x = checkpoint(block, watch(x), None, cache_position, mask, None, use_reentrant=use_reentrant)
+                else:
+                    # GradientCheckpointingLayer: checkpoint(partial(layer.__call__, **kwargs), *args); the
+                    # decoder loop passes only hidden_states positionally, the rest as keywords.
+                    fn = functools.partial(layer, rope=rope, mask=mask, position_ids=position_ids,
+                                           cache_position=cache_position)
+                    x = checkpoint(fn, watch(x), use_reentrant=use_reentrant)
         with region("head"):
             x = hf_norm(cfg, x, self.final_w, self.final_b if cfg.traits.norm == "layer" else None)
             weight = self.embed.weight if cfg.tie_embeddings else self.lm_head.weight
             logits = F.linear(x, weight)
             if cfg.final_softcap:  # Gemma 2: tanh saves its output (activation dtype)
                 logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
+            if run.hf_version == "4.44":
+                # 4.44 / 4.45 *ForCausalLM.forward: LlamaForCausalLM `logits = logits.float()` (GPT2LMHeadModel:
+                # no upcast), `shift_logits = logits[..., :-1, :].contiguous()`, `shift_labels =
+                # labels[..., 1:].contiguous()`, CrossEntropyLoss() over the s-1 rows
+                if cfg.family != "gpt2":
+                    logits = logits.float()
+                shift_logits = logits[..., :-1, :].contiguous()
+                shift_labels = labels[..., 1:].contiguous()
+                return F.cross_entropy(shift_logits.view(-1, cfg.vocab), shift_labels.view(-1))
             # transformers ForCausalLMLoss: upcast, shift labels by padding, CE over all s positions
             logits = logits.float()
             labels = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
@@ -681,10 +754,13 @@ class MegatronLayer(nn.Module):
         return context.view(b, a, s, d).permute(2, 0, 1, 3).contiguous()
 
     def forward(self, x, rope):
+        """rope: Megatron's rotary_pos_emb, the fp32 (s, 1, 1, d) frequencies (None: learned positions)."""
         cfg, run = self.cfg, self.run
         s, b, _ = x.shape
         a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
         groups = a // kv
+        if rope is not None:
+            rope = (rope.cos(), rope.sin())  # inside the fused kernel; saved by nothing
         qkv = self.qkv(self.norm(x, 1)).view(s, b, kv, (groups + 2) * d)
         q, k, v = torch.split(qkv, [groups * d, d, d], dim=3)
         q = q.reshape(s, b, a, d)  # a view: the last dim splits into (groups, d)
@@ -732,14 +808,15 @@ class MegatronModel(nn.Module):
                 x = x + self.pos_embed(position_ids)
                 rope = None
             else:
-                cos, sin = _rope_tables(s, cfg.head_dim, torch.float32)
-                rope = (cos[0, :, None, None, :], sin[0, :, None, None, :])
+                rope = megatron_rotary_freqs(s, cfg.head_dim)
             x = x.transpose(0, 1).contiguous()  # [s, b, h]
             x = ops.dropout(x, run.hidden_dropout)  # embedding dropout
         for i, layer in enumerate(self.layers):
             with region(f"layer {i}"):
                 if run.recompute == "full":
-                    x = checkpoint(functools.partial(layer, rope=rope), x, use_reentrant=True)
+                    # TransformerBlock._checkpointed_forward: tensor_parallel.checkpoint (reentrant,
+                    # save_for_backward(*args)) with hidden_states and rotary_pos_emb positional
+                    x = checkpoint(layer, x, rope, use_reentrant=True)
                 else:
                     x = layer(x, rope)
         with region("head"):

@@ -248,7 +248,8 @@ class MegatronRankLayer(models.MegatronLayer):
         qkv = qkv.view(s, b, kv, (groups + 2) * d)
         q, k, v = torch.split(qkv, [groups * d, d, d], dim=3)
         q = q.reshape(s, b, a, d)
-        if rope is not None:
+        if rope is not None:  # rotary_pos_emb: fp32 freqs (s/cp, 1, 1, d)
+            rope = (rope.cos(), rope.sin())
             q = ops.FusedRoPEFn.apply(q, *rope)
             k = ops.FusedRoPEFn.apply(k, *rope)
         if run.recompute == "selective":
@@ -322,8 +323,7 @@ class MegatronRankModel(nn.Module):
                 x = x + self.pos_embed(position_ids)
                 rope = None
             else:
-                cos, sin = models._rope_tables(s, cfg.head_dim, torch.float32)  # this rank's positions
-                rope = (cos[0, :, None, None, :], sin[0, :, None, None, :])
+                rope = models.megatron_rotary_freqs(s, cfg.head_dim)  # this rank's positions
             if not reduce_scatter:
                 x = x.transpose(0, 1).contiguous()  # [s, b, h]
                 if sp:
@@ -332,7 +332,7 @@ class MegatronRankModel(nn.Module):
         for i, layer in enumerate(self.layers):
             with region(f"layer {i}"):
                 if run.recompute == "full":
-                    x = checkpoint(functools.partial(layer, rope=rope), x, use_reentrant=True)
+                    x = checkpoint(layer, x, rope, use_reentrant=True)  # rotary_pos_emb positional
                 else:
                     x = layer(x, rope)
         with region("head"):

@@ -205,9 +205,8 @@ class Chunks:
         pre = rank == 0 and chunk == 0
         post = rank == self.c.pp - 1 and chunk == self.c.vpp - 1
         rope = None
-        if cfg.family != "gpt2":  # GPTModel computes rotary_pos_emb on every stage; fused RoPE saves none of it
-            cos, sin = models._rope_tables(s, cfg.head_dim, torch.float32)
-            rope = (cos[0, :, None, None, :], sin[0, :, None, None, :])
+        if cfg.family != "gpt2":  # GPTModel computes rotary_pos_emb on every stage (lru_cache'd: one tensor);
+            rope = models.megatron_rotary_freqs(s, cfg.head_dim)  # fused RoPE saves none of it, the checkpoint does
         if pre:
             with models.region("embedding"):
                 x = model.embed(input_ids)
@@ -222,7 +221,7 @@ class Chunks:
             layer = model.layers[i]
             with models.region(f"layer {i}"):
                 if run.recompute == "full":
-                    x = checkpoint(functools.partial(layer, rope=rope), x, use_reentrant=True)
+                    x = checkpoint(layer, x, rope, use_reentrant=True)  # rotary_pos_emb positional
                 else:
                     x = layer(x, rope)
         if not post:
@@ -253,7 +252,7 @@ class Result:
     peak: list  # per rank, bytes
     at_peak: list  # per rank: {chunk: micro-batches in flight} at its peak
     record_bytes: dict  # (rank, chunk) -> bytes one micro-batch's forward saved
-    one_micro_batch: int  # sum over all chunks of micro-batch 0's records
+    one_micro_batch: int  # micro-batch 0's storages over all chunks (each once)
     trace: list
 
 
@@ -272,7 +271,7 @@ def execute(c: Case, seed=0):
     pending = {}  # (rank, chunk, mb) -> (input tensor, output tensor) until its backward
     live = [dict() for _ in range(pp)]  # rank -> (chunk, mb) -> {storage key: (bytes, tensor)}
     peak, at_peak = [0] * pp, [None] * pp
-    record_bytes, one_mb, trace = {}, 0, []
+    record_bytes, one_mb, trace = {}, {}, []  # one_mb: micro-batch 0's storages over all chunks
 
     def prev_stage(r, j):
         return (r - 1, j) if r > 0 else (pp - 1, j - 1)
@@ -293,7 +292,6 @@ def execute(c: Case, seed=0):
         return is_last(r, j) or (*next_stage(r, j), mb) in grads
 
     def run_op(r, op):
-        nonlocal one_mb
         kind, j, mb = op
         if kind == "F":
             input_tensor = None if is_first(r, j) else sent.pop((*prev_stage(r, j), mb))
@@ -310,8 +308,8 @@ def execute(c: Case, seed=0):
                 output = chunks.forward(r, j, input_tensor, *data[mb])
             nbytes = sum(v[0] for v in record.values())
             record_bytes.setdefault((r, j), nbytes)
-            if mb == 0:
-                one_mb += nbytes
+            if mb == 0:  # a storage saved by several chunks (the lru_cache'd rotary_pos_emb) counts once
+                one_mb.update(record)
             live[r][(j, mb)] = record
             if not is_last(r, j):
                 # send_forward / recv_forward: the receiver gets its own buffer, requires_grad
@@ -349,7 +347,7 @@ def execute(c: Case, seed=0):
             heads = {r: q[0] for r, q in enumerate(queues) if q}
             raise RuntimeError(f"{c.name}: schedule deadlock, next ops {heads}")
     assert not pending and not sent and not grads and not any(live)
-    return Result(peak, at_peak, record_bytes, one_mb, trace)
+    return Result(peak, at_peak, record_bytes, sum(v[0] for v in one_mb.values()), trace)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -95,6 +95,20 @@ def rank(name, model, attn, rc, dtype, s, b, hd=0.0, ad=0.0, tp=1, sp=False, cp=
     return case(name, model, "megatron", attn, rc, dtype, s, b, hd, ad, tp, sp, cp)
 
 
+def case_nr(name, model, fw, attn, dtype, s, b, hd=0.0, ad=0.0):
+    """Full recomputation with the non-reentrant checkpoint (use_reentrant=False)."""
+    c = case(name, model, fw, attn, "full", dtype, s, b, hd, ad)
+    c["run"].checkpoint = "non-reentrant"
+    return c
+
+
+def case_v(name, model, attn, rc, dtype, s, b, hd=0.0, ad=0.0, version="4.44"):
+    """An hf case under another transformers version's code layout (--hf-version)."""
+    c = case(name, model, "hf", attn, rc, dtype, s, b, hd, ad)
+    c["run"].hf_version = version
+    return c
+
+
 CASES = [
     # GPT-2, HF
     case("gpt2-hf-eager-none-bf16-drop", GPT2, "hf", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
@@ -105,6 +119,14 @@ CASES = [
     case("gpt2-hf-sdpa-none-fp32", GPT2, "hf", "sdpa", "none", "fp32", 37, 3),
     case("gpt2-hf-eager-full-bf16-drop", GPT2, "hf", "eager", "full", "bf16", 48, 3, 0.1, 0.1),
     case("gpt2-hf-flash-full-fp32", GPT2_ODD, "hf", "flash", "full", "fp32", 33, 3, 0.1, 0.0),
+    # full recomputation: the checkpoint keeps the positional causal mask (eager) and, non-reentrant,
+    # everything passed in through its closure
+    case("gpt2-hf-eager-full-fp32-odd", GPT2_ODD, "hf", "eager", "full", "fp32", 41, 2),
+    case_nr("gpt2-hf-eager-full-bf16-nonreentrant", GPT2, "hf", "eager", "bf16", 40, 2, 0.1, 0.1),
+    case_nr("gpt2-hf-sdpa-full-fp32-nonreentrant", GPT2_ODD, "hf", "sdpa", "fp32", 29, 3),
+    # transformers 4.44: loss over the s-1 shifted rows, GPT-2 without the fp32 upcast
+    case_v("gpt2-hf-eager-none-bf16-drop-hf444", GPT2, "eager", "none", "bf16", 48, 3, 0.1, 0.1),
+    case_v("gpt2-hf-flash-full-fp32-hf444", GPT2_ODD, "flash", "full", "fp32", 33, 3),
     # GPT, Megatron
     case("gpt2-megatron-eager-none-bf16-korthikanti", GPT2, "megatron", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
     case("gpt2-megatron-eager-none-fp32-drop", GPT2, "megatron", "eager", "none", "fp32", 37, 2, 0.1, 0.1),
@@ -125,6 +147,11 @@ CASES = [
     case("llama-hf-sdpa-none-bf16-headdim", LLAMA_HD, "hf", "sdpa", "none", "bf16", 60, 2),
     case("llama-hf-flash-none-bf16-tied", LLAMA_TIED, "hf", "flash", "none", "bf16", 37, 3),
     case("llama-hf-eager-full-bf16-gqa", LLAMA_GQA, "hf", "eager", "full", "bf16", 37, 3),
+    case_nr("llama-hf-eager-full-bf16-gqa-nonreentrant", LLAMA_GQA, "hf", "eager", "bf16", 44, 2),
+    case_nr("llama-hf-flash-full-fp32-headdim-nonreentrant", LLAMA_HD, "hf", "flash", "fp32", 33, 3),
+    case("llama-hf-sdpa-full-bf16-headdim", LLAMA_HD, "hf", "sdpa", "full", "bf16", 41, 2),
+    case_v("llama-hf-flash-none-bf16-gqa-hf444", LLAMA_GQA, "flash", "none", "bf16", 37, 3),
+    case_v("qwen2-hf-eager-full-bf16-hf444", QWEN2, "eager", "full", "bf16", 29, 2),
     case("llama-hf-flash-full-fp32-mha", LLAMA_MHA, "hf", "flash", "full", "fp32", 48, 3),
     # Llama, Megatron
     case("llama-megatron-eager-none-bf16-mha", LLAMA_MHA, "megatron", "eager", "none", "bf16", 48, 3),
@@ -138,6 +165,7 @@ CASES = [
     case("llama-megatron-flash-selective-bf16-headdim", LLAMA_HD, "megatron", "flash", "selective", "bf16", 33, 3),
     case("llama-megatron-eager-full-fp32-gqa", LLAMA_GQA, "megatron", "eager", "full", "fp32", 37, 3),
     case("llama-megatron-sdpa-full-bf16-gqa", LLAMA_GQA, "megatron", "sdpa", "full", "bf16", 60, 2),
+    case("llama-megatron-flash-full-bf16-headdim", LLAMA_HD, "megatron", "flash", "full", "bf16", 45, 3),
     # Qwen2 (qkv bias)
     case("qwen2-hf-eager-none-bf16", QWEN2, "hf", "eager", "none", "bf16", 37, 3),
     case("qwen2-hf-flash-none-fp32", QWEN2, "hf", "flash", "none", "fp32", 37, 3),
@@ -199,6 +227,10 @@ CASES = [
     case("phi3-hf-flash-none-bf16-mha", PHI3, "hf", "flash", "none", "bf16", 41, 3),
     case("phi3-hf-eager-none-fp32-gqa-partial", PHI3_GQA, "hf", "eager", "none", "fp32", 33, 2),
     case("phi3-hf-sdpa-none-bf16-gqa-partial", PHI3_GQA, "hf", "sdpa", "none", "bf16", 45, 3),
+    # resid_pdrop = embd_pdrop = 0.1: Phi3DecoderLayer drops its residual branches, Phi3Model never
+    # drops the embeddings
+    case("phi3-hf-eager-none-bf16-drop", PHI3, "hf", "eager", "none", "bf16", 33, 3, 0.1, 0.0),
+    case("phi3-hf-eager-full-bf16-gqa-drop", PHI3_GQA, "hf", "eager", "full", "bf16", 29, 2, 0.1, 0.0),
     # GPT-NeoX (per-head interleaved query_key_value, partial rotary, parallel residual, LayerNorm)
     case("gpt_neox-hf-eager-none-bf16-drop", NEOX, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
     case("gpt_neox-hf-flash-none-bf16", NEOX, "hf", "flash", "none", "bf16", 45, 3),
@@ -368,7 +400,7 @@ def cli_args(actmem, config_path, run: models.RunConfig, par=None, extra=()):
         "--dtype", run.dtype, "--framework", run.framework, "--attention", run.attention,
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
-        "--json",
+        "--hf-version", run.hf_version, "--json",
     ] + parallel + list(extra)  # fmt: skip
 
 

@@ -37,6 +37,11 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 
 Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
   if (auto v = model.validate(); !v) return v.error();
+  if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
+    return Error{ErrorKind::kIncompatible, "hf_version",
+                 fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
+                             "mistral and qwen2 only, not '{}'; use @hf_version 4.57",
+                             kHfVersionNames.name(workload.hf_version), model.model_type)};
   try {
     auto p = std::make_shared<detail::Prepared>();
     p->name = model.name;
@@ -185,6 +190,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   set(Sym::kSeqRep, seq_local / (par.sp ? t : 1));
   set(Sym::kSeqTp, seq_local);
   set(Sym::kSeqKey, l.seq_len);
+  set(Sym::kSeqShifted, seq_local - 1);
   set(Sym::kBatch, l.micro_batch);
   set(Sym::kHidden, m.hidden);
   set(Sym::kQHeads, m.num_heads / t);
@@ -305,7 +311,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     }
     return sum;
   };
-  const int64_t shared = plan.some_layer_not_recomputed() ? eval(g.shared.none, v) : 0;
+  // Shared storages: saved by the layers that run normally, kept by the checkpointed ones
+  // (Storage::kept_shared), each once.
+  const bool run_normally = plan.some_layer_not_recomputed();
+  const bool recomputed = plan.some_layer_recomputed();
+  const int64_t shared = (run_normally ? eval(g.shared.none, v) : 0) +
+                         (recomputed ? eval(run_normally ? g.shared.checkpointed_only : g.shared.checkpointed, v) : 0);
 
   // One micro-batch, the whole model as one stage (one recomputation unit).
   const int64_t num_layers = m.num_layers;

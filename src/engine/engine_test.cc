@@ -191,5 +191,29 @@ TEST(Engine, UnevenPipelineStagesLlama3_405B) {
   EXPECT_STREQ(t.error_field, "last_stage_layers");
 }
 
+// transformers 4.44 (@hf_version): CrossEntropyLoss on logits[..., :-1, :].contiguous(), the s−1
+// shifted rows (validation cases *-hf444, measured). GPT2LMHeadModel does not upcast: its
+// log-softmax is in the activation dtype; LlamaForCausalLM upcasts first: fp32.
+TEST(Engine, HfVersion444LossOverShiftedRows) {
+  const int64_t s = 1024, b = 2;
+  auto total = [&](const char* model, HfVersion v) {
+    Totals t;
+    EXPECT_TRUE(evaluate(prepare(load_model(model).value(), {.hf_version = v}).value(),
+                         {.seq_len = s, .micro_batch = b}, t));
+    return t.activations_total;
+  };
+  const int64_t V_gpt2 = 50257, V_llama3 = 128256;
+  EXPECT_EQ(total("gpt2", HfVersion::k4_57) - total("gpt2", HfVersion::k4_44),
+            (4 * s * b * V_gpt2 + 8 * s * b) - (2 * (s - 1) * b * V_gpt2 + 8 * (s - 1) * b));
+  EXPECT_EQ(total("llama-3-8b", HfVersion::k4_57) - total("llama-3-8b", HfVersion::k4_44), 4 * b * V_llama3 + 8 * b);
+  // Families without a measured 4.44 rule are refused, naming the option.
+  auto qwen3 = prepare(load_model("qwen3-8b").value(), {.hf_version = HfVersion::k4_44});
+  ASSERT_FALSE(qwen3);
+  EXPECT_EQ(qwen3.error().field, "hf_version");
+  EXPECT_TRUE(prepare(load_model("qwen3-8b").value(), {.framework = Framework::kMegatron, .hf_version = HfVersion::k4_44}));
+  EXPECT_EQ(*kHfVersionNames.parse("4.44"), HfVersion::k4_44);
+  EXPECT_FALSE(kHfVersionNames.parse("4.3"));
+}
+
 }  // namespace
 }  // namespace actmem

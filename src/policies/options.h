@@ -21,6 +21,10 @@ enum class Framework { kHF, kMegatron };
 enum class AttentionImpl { kEager, kSdpa, kFlash };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Optimizer { kAdamW, kAdamW8bit, kSGD };
+/// Which transformers release the hf rules follow: the code layouts save differently
+/// (validation/EXPECTED.md, "transformers versions"). 4.57 is the 4.5x layout every hf rule is
+/// measured against; 4.44 differs in the loss (s−1 shifted rows).
+enum class HfVersion { k4_44, k4_57 };
 
 inline constexpr NameTable<Framework, 2> kFrameworkNames{
     "framework", "framework", {{{Framework::kHF, "hf"}, {Framework::kMegatron, "megatron"}}}};
@@ -37,6 +41,9 @@ inline constexpr NameTable<Optimizer, 3> kOptimizerNames{
     "optimizer",
     {{{Optimizer::kAdamW, "adamw"}, {Optimizer::kAdamW8bit, "adamw-8bit"}, {Optimizer::kSGD, "sgd"}}}};
 
+inline constexpr NameTable<HfVersion, 2> kHfVersionNames{
+    "transformers version", "hf_version", {{{HfVersion::k4_44, "4.44"}, {HfVersion::k4_57, "4.57"}}}};
+
 /// What is fixed for a prepared model.
 struct Workload {
   Framework framework = Framework::kHF;
@@ -47,6 +54,7 @@ struct Workload {
   DType weight_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;          // bf16 gives the classic 16 bytes/param; fp32 accumulation 18
   Optimizer optimizer = Optimizer::kAdamW;
+  HfVersion hf_version = HfVersion::k4_57;  // framework hf: the transformers code layout
 };
 
 /// What one evaluation binds.

@@ -52,9 +52,11 @@ struct RecomputePlan {
     return policy == Recompute::kFull && checkpoint_every == 0 && recompute_layers >= 0 &&
            recompute_layers < chunk_layers;
   }
-  /// Some layer runs without full recomputation: HF's checkpointed layers bind the RoPE tables in a
-  /// closure (not saved), so the tables are kept only then.
+  /// Some layer runs without full recomputation (its ops save what they save, shared tables too).
   bool some_layer_not_recomputed() const { return policy != Recompute::kFull || partial(); }
+  /// Some layer (or segment) is checkpointed: what the model passes into it stays alive until its
+  /// backward (the shared checkpoint inputs: masks, rotary tables, position ids).
+  bool some_layer_recomputed() const { return policy == Recompute::kFull && recompute_layers != 0; }
   /// The "per layer" figure is a recomputed layer's input (unless no layer is recomputed).
   bool per_layer_is_input() const { return policy == Recompute::kFull && recompute_layers != 0; }
 };

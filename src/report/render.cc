@@ -138,6 +138,7 @@ nlohmann::json report_json(const Report& r) {
                  {"micro_batch", l.micro_batch},
                  {"dtype", dtype_name(w.dtype)},
                  {"framework", kFrameworkNames.name(w.framework)},
+                 {"hf_version", kHfVersionNames.name(w.hf_version)},
                  {"attention", kAttentionNames.name(w.attention)},
                  {"recompute", kRecomputeNames.name(l.recompute)},
                  {"weight_dtype", dtype_name(w.weight_dtype)},

@@ -105,10 +105,17 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     const Graph* graph;
     const char* name;
   } regions[] = {{&g.embedding, "embedding"}, {&g.head, "head"}, {&g.shared, "shared"}};
+  // A region's storage is listed when it is kept: embedding and head save theirs; the shared ones
+  // are saved by layers that run normally or kept as checkpoint inputs (Storage::kept_shared).
+  const bool run_normally = plan.some_layer_not_recomputed();
+  const bool recomputed = plan.some_layer_recomputed();
+  auto kept = [&](const Graph* graph, const Storage& st) {
+    return graph == &g.shared ? st.kept_shared(run_normally, recomputed) : st.saved(Recompute::kNone);
+  };
   for (const auto& region : regions) {
     if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
     for (const auto& st : region.graph->storages)
-      if (st.saved(Recompute::kNone)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
+      if (kept(region.graph, st)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
   }
 
   // Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
@@ -164,7 +171,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     std::vector<const Storage*> parts;
     Bytes sum{0};
     for (const auto& st : region.graph->storages)
-      if (st.saved(Recompute::kNone)) {
+      if (kept(region.graph, st)) {
         parts.push_back(&st);
         sum += Bytes{storage_bytes(st, mid_bound.values)};
       }
@@ -187,6 +194,12 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                               kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
+  if (w.framework == Framework::kHF)
+    notes.push_back(w.hf_version == HfVersion::k4_44
+                        ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
+                          "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
+                          "and the loss transient, are the 4.57 rules"
+                        : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (o.recompute == Recompute::kSelective)
@@ -206,6 +219,15 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     else
       notes.push_back("full recomputation: each layer keeps only its input; embedding, final norm, LM head and loss "
                       "are not recomputed");
+  }
+  if (recomputed) {
+    std::vector<std::string> inputs;
+    for (const auto& st : g.shared.storages)
+      if (st.checkpoint_input) inputs.push_back(st.name);
+    if (!inputs.empty())
+      notes.push_back(fmt::format("checkpointed layers keep what the model passes into them until backward ({}): "
+                                  "shared by all layers, counted once in shared",
+                                  fmt::join(inputs, ", ")));
   }
   if (par.tp > 1)
     notes.push_back(par.sp ? "TP with sequence parallelism: what TP replicates is split along s by t"

@@ -117,6 +117,21 @@ TEST(ActivationHfFamilies, Phi3FusedQkvEagerCopiesFlashKeepsStorage) {
   }
 }
 
+// Case phi3-hf-eager-none-bf16-drop (resid_pdrop = embd_pdrop = 0.1): Phi3DecoderLayer drops the
+// attention and MLP outputs (resid_attn_dropout / resid_mlp_dropout: a bool mask each), but Phi3Model
+// applies no embedding dropout (4.44 builds embed_dropout and never calls it; 4.48+ modeling_phi3.py
+// has none), so the embedding keeps only its ids, whatever embd_pdrop or --hidden-dropout say.
+TEST(ActivationHfFamilies, Phi3DropsResidualsNotEmbeddings) {
+  const int64_t s = 33, b = 3, h = 320, T = s * b;
+  const ModelSpec m = config(kPhi3);
+  auto drop = run(m, s, b, DType::kBF16, AttentionImpl::kEager, 0.1);
+  auto none = run(m, s, b, DType::kBF16, AttentionImpl::kEager, 0.0);
+  EXPECT_EQ(drop.per_layer.count(), none.per_layer.count() + 2 * T * h);
+  EXPECT_EQ(drop.per_layer.count(), 1635282);  // measured
+  EXPECT_EQ(drop.embedding.count(), 8 * T);
+  EXPECT_EQ(drop.total.count(), 3933996);  // measured (an embedding mask would add T·h = 31,680)
+}
+
 // Case gpt_neox-hf-eager-none-bf16-drop: LayerNorm (input + fp32 mean, rstd), parallel residual
 // (both norms read the layer input: one storage), fused per-head query_key_value, exact GeLU,
 // hidden dropout after attention, after the MLP and on the embeddings, partial rotary tables.

@@ -149,13 +149,26 @@ TEST(ActivationSeedCard, Llama2_70bFullRecomputation) {
   const int64_t head = 4 * s * b * h + 4 * s * b + 2 * s * b * h + 2 * s * b * h + 4 * s * b * V + 8 * s * b;
   EXPECT_EQ(r.embedding.count(), 8 * s * b);
   EXPECT_EQ(r.head_loss.count(), head);
-  // validation/EXPECTED.md: HF checkpointed layers bind RoPE cos/sin in a closure, so with full
-  // recomputation they are not saved.
-  EXPECT_EQ(r.shared.count(), 0);
-  EXPECT_EQ(r.total, r.layers_total + r.embedding + r.head_loss);
+  // validation/EXPECTED.md, "Checkpoint inputs": each checkpointed layer keeps what LlamaModel passes
+  // it until its backward: cos and sin (2·e·s·d) and cache_position (int64, 8·s); flash gets no mask.
+  EXPECT_EQ(r.shared.count(), 2 * 2 * s * d + 8 * s);
+  EXPECT_EQ(r.total, r.layers_total + r.embedding + r.head_loss + r.shared);
+  // 40 layers run normally (their RoPE muls save cos and sin), 40 are checkpointed: each storage once.
   auto partial = run(llama_2_70b(), {.seq_len = 4096, .micro_batch = 2, .recompute = Recompute::kFull,
                                      .recompute_layers = 40});
-  EXPECT_EQ(partial.shared.count(), 2 * 2 * s * d);  // 40 layers run without recomputation
+  EXPECT_EQ(partial.shared.count(), 2 * 2 * s * d + 8 * s);
+  // No layer checkpointed: the tables only.
+  auto none = run(llama_2_70b(), {.seq_len = 4096, .micro_batch = 2, .recompute = Recompute::kFull,
+                                  .recompute_layers = 0});
+  EXPECT_EQ(none.shared.count(), 2 * 2 * s * d);
+  // Eager attention: masking_utils.eager_mask materialises the (b, 1, s, s) additive mask (bf16).
+  auto eager = run(llama_2_70b(), {.seq_len = 4096, .micro_batch = 2, .attention = AttentionImpl::kEager,
+                                   .recompute = Recompute::kFull});
+  EXPECT_EQ(eager.shared.count(), 2 * 2 * s * d + 8 * s + 2 * b * s * s);
+  // Megatron: tensor_parallel.checkpoint saves rotary_pos_emb, fp32 (s, 1, 1, d), one for all layers.
+  auto megatron = run(llama_2_70b(), {.seq_len = 4096, .micro_batch = 2, .framework = Framework::kMegatron,
+                                      .recompute = Recompute::kFull});
+  EXPECT_EQ(megatron.shared.count(), 4 * s * d);
 }
 
 // Seed card "70B at an 8k sequence": 34·s·h·b ≈ 2.3 GB/layer. Our architecture-aware numbers for

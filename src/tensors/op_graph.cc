@@ -102,12 +102,25 @@ struct HfModelTraits {
   // promoted to fp32: the weight column (k·T) and the weighted output kept by index_add_ (k·T·h)
   // are fp32 (Mixtral / Qwen MoE cast the weights to the activation dtype first).
   bool moe_combine_fp32 = false;
+  // Phi3Model never applies an embedding dropout: 4.44 builds `embed_dropout` but forward() does
+  // not call it; 4.48+ (modeling_phi3.py, Phi3Model) has none. resid_pdrop is applied (hidden).
+  bool no_embedding_dropout = false;
+  // transformers 4.44 (and 4.45), before ForCausalLMLoss: `shift_logits = logits[..., :-1, :]
+  // .contiguous()` and CrossEntropyLoss over the s−1 shifted rows. LlamaForCausalLM upcasts first
+  // (`logits = logits.float()`): an fp32 log-softmax; GPT2LMHeadModel does not: the log-softmax is
+  // in the logits' (activation) dtype. Families without a row have no measured 4.44 rule.
+  enum class ShiftedLoss { kNone, kFp32, kActivationDtype } loss_4_44 = ShiftedLoss::kNone;
 };
-constexpr std::array<HfModelTraits, 4> kHfTraits{{
-    {.model_type = "gpt2", .softmax_in_activation_dtype = true},
+using ShiftedLoss = HfModelTraits::ShiftedLoss;
+constexpr std::array<HfModelTraits, 8> kHfTraits{{
+    {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
+    {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
+    {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
+    {.model_type = "qwen2", .loss_4_44 = ShiftedLoss::kFp32},    // Qwen2ForCausalLM: copied from Llama
     {.model_type = "gemma", .rms_norm_scale_fp32 = true},
     {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
     {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
+    {.model_type = "phi3", .no_embedding_dropout = true},
 }};
 
 HfModelTraits hf_traits(const ModelSpec& m) {
@@ -467,9 +480,9 @@ Graph build_embedding(const Context& c) {
                  c.rules.position_ids_batched ? Shape{s_ids, c.b} : Shape{s_ids}, DType::kINT64));
   const Shape hidden{c.s_rep, c.b, c.h};
   int emb = g.add("embedding.out", Group::kEmbedding, "embedding", hidden, c.e);
-  const double p = c.rules.embedding_dropout_is_hidden
-                       ? c.hidden_p
-                       : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
+  const double p = c.rules.embedding_dropout_is_hidden ? c.hidden_p
+                   : c.hf.no_embedding_dropout       ? 0.0
+                                                     : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
   dropout(g, emb, p, hidden, "embedding", Group::kEmbedding, c.e);
   return std::move(g.g);
 }
@@ -481,6 +494,17 @@ Graph build_head(const Context& c) {
   linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
   if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
+  const auto shifted = c.workload.hf_version == HfVersion::k4_44 ? c.hf.loss_4_44 : ShiftedLoss::kNone;
+  if (shifted != ShiftedLoss::kNone) {
+    // transformers 4.44: CrossEntropyLoss on logits[..., :-1, :].contiguous() (HfModelTraits::loss_4_44).
+    const DType dt = shifted == ShiftedLoss::kFp32 ? DType::kFP32 : c.e;
+    const Dim rows = Dim::of(Sym::kSeqShifted);
+    g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {rows, c.b, c.vocab}, dt,
+                 "log-softmax over the s−1 shifted rows (transformers 4.44)"));
+    g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {rows, c.b}, DType::kINT64,
+                 "labels[..., 1:].contiguous()"));
+    return std::move(g.g);
+  }
   // The logits are upcast to fp32 and consumed by the loss, which keeps its own fp32 output.
   g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
                "fp32 (log-)softmax over the vocabulary at every position"));
@@ -493,18 +517,54 @@ Graph build_head(const Context& c) {
   return std::move(g.g);
 }
 
+/// Storages shared by all layers, each counted once (activation-rules.md, "shared").
+///
+/// Saved by the layers' ops: HF's RoPE cos/sin (q·cos + rotate_half(q)·sin keeps them).
+/// Kept by full recomputation: whatever the model passes into each checkpointed layer stays alive
+/// until that layer's backward, positional or keyword, reentrant or not (torch.utils.checkpoint:
+/// the reentrant CheckpointFunction save_for_backward()s the positional tensors and holds the
+/// function, so a functools.partial's keywords, in ctx.run_function; the non-reentrant one holds
+/// args and kwargs in its unpack closure; measured: validation/EXPECTED.md, "checkpoint inputs").
+///  - HF 4.5x (GradientCheckpointingLayer; modeling_llama.py LlamaModel.forward, modeling_gpt2.py
+///    GPT2Model.forward): position_embeddings (cos, sin), position_ids = cache_position.unsqueeze(0)
+///    (one int64 (s) storage; GPT-2's wpe already saves it), and the causal mask. The mask exists
+///    for eager attention only (masking_utils.py eager_mask: torch.where over the (b, 1, s, s)
+///    broadcast of a bool mask, in the activation dtype); sdpa and flash get None without padding.
+///  - Megatron-LM (TransformerBlock._checkpointed_forward -> tensor_parallel.checkpoint, positional
+///    hidden_states, attention_mask, ..., rotary_pos_emb): the rotary frequencies, fp32 (s/cp, 1,
+///    1, d_rot), one lru_cached tensor for every layer and micro-batch (RotaryEmbedding.forward).
+///    The data loader's attention mask is not modeled (see validation/EXPECTED.md).
 Graph build_shared(const Context& c) {
   Builder g;
-  if (!c.rules.rope_saves_cos_sin) return std::move(g.g);
   int64_t rot = 0;
   if (c.model.mla)
     rot = c.model.mla->qk_rope_head_dim;
   else if (!c.model.learned_positions)
     rot = static_cast<int64_t>(static_cast<double>(c.model.head_dim) * c.model.rotary_fraction);
-  if (rot == 0) return std::move(g.g);
   const Dim dr = Dim::lit(c.model.mla ? "dr" : (c.model.rotary_fraction < 1.0 ? "d_rot" : "d"), rot);
-  for (const char* name : {"rope.cos", "rope.sin"})
-    g.save(g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e, "one table for all layers (batch dim broadcast)"));
+  const bool hf = c.rules.framework == Framework::kHF;
+  if (rot > 0 && c.rules.rope_saves_cos_sin) {
+    for (const char* name : {"rope.cos", "rope.sin"}) {
+      int id = g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e, "one table for all layers (batch dim broadcast)");
+      g.save(id);
+      g.at(id).checkpoint_input = hf;  // position_embeddings, passed to every decoder layer
+    }
+  }
+  if (rot > 0 && !hf) {
+    int id = g.add("rope.freqs", Group::kShared, "rotary_pos_emb", {c.s_tp, dr}, DType::kFP32,
+                   "the fp32 rotary frequencies, a checkpoint input of every layer");
+    g.at(id).checkpoint_input = true;
+  }
+  if (hf && !c.model.learned_positions) {  // GPT-2's wpe saves this storage already (embedding)
+    int id = g.add("checkpoint.position_ids", Group::kShared, "checkpoint input", {c.s_tp}, DType::kINT64,
+                   "cache_position (position_ids is a view of it), passed to every decoder layer");
+    g.at(id).checkpoint_input = true;
+  }
+  if (hf && c.workload.attention == AttentionImpl::kEager) {
+    int id = g.add("checkpoint.causal_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
+                   "eager_mask: the additive (b, 1, s, s) causal mask, passed to every decoder layer");
+    g.at(id).checkpoint_input = true;
+  }
   return std::move(g.g);
 }
 
@@ -584,9 +644,13 @@ void Graph::compile() {
   none = {};
   selective = {};
   input = {};
+  checkpointed = {};
+  checkpointed_only = {};
   for (const auto& st : storages) {
     if (st.saved(Recompute::kNone)) none.add(st);
     if (st.saved(Recompute::kSelective)) selective.add(st);
+    if (st.checkpoint_input) checkpointed.add(st);
+    if (st.checkpoint_input && !st.saved(Recompute::kNone)) checkpointed_only.add(st);
   }
   if (!storages.empty()) input.add(storages.front());
 }
@@ -603,6 +667,10 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model) {
     kind_of[i] = static_cast<std::size_t>(it - seen.begin());
   }
   return kind_of;
+}
+
+bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
+  return version == HfVersion::k4_57 || hf_traits(model).loss_4_44 != ShiftedLoss::kNone;
 }
 
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
@@ -671,6 +739,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
                                                                    : (p.ep > 1 ? "k·s·b/ep" : "k·s·b");
   if (p.cp > 1) rows += " (s/cp)";
   set(Sym::kMoeRows, rows);
+  set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");
   return x;
 }
 

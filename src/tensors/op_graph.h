@@ -35,6 +35,7 @@ enum class Sym : int8_t {
   kExpertFfn,  // fe/t
   kSharedFfn,  // fs/t
   kMoeRows,    // token rows one GPU's experts process: k·s·b/ep, or the padded capacity
+  kSeqShifted, // rows of a loss over shifted labels (transformers ≤ 4.45): s/cp − 1
   kCount,
 };
 constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);
@@ -75,6 +76,13 @@ struct Storage {
   bool saved_outside_core = false;  // saved by an op that selective recomputation does not rerun
   bool saved_by_core = false;       // saved inside core attention (QKᵀ, softmax, dropout, AV, flash)
   bool core_input = false;          // q, k, v as core attention receives them (kept by selective)
+  bool checkpoint_input = false;    // passed into a checkpointed layer: alive until backward under full recomputation
+
+  /// A shared storage (GraphSet::shared) is kept when a layer that runs normally saves it, or when a
+  /// recomputed layer received it as a checkpoint input.
+  bool kept_shared(bool some_layer_run, bool some_layer_recomputed) const {
+    return (some_layer_run && saved(Recompute::kNone)) || (some_layer_recomputed && checkpoint_input);
+  }
 
   bool saved(Recompute policy) const {
     if (policy == Recompute::kSelective) return saved_outside_core || core_input;
@@ -102,6 +110,10 @@ struct Graph {
   Polynomial none;       // everything its ops save
   Polynomial selective;  // core attention rerun: q, k, v stay
   Polynomial input;      // storage 0 alone: what full recomputation keeps of a layer
+  // Shared storages (GraphSet::shared): kept by checkpointed layers, and the part of those that no
+  // layer running normally saves (counted on top of `none` when both kinds of layer exist).
+  Polynomial checkpointed;
+  Polynomial checkpointed_only;
   void compile();
 };
 
@@ -121,7 +133,10 @@ struct GraphSet {
   std::vector<LayerKind> kinds;
   Graph embedding;
   Graph head;
-  Graph shared;  // tables shared by all layers (RoPE cos/sin), counted once
+  // Storages shared by all layers, counted once: what their ops save (HF RoPE cos/sin) and what
+  // full recomputation keeps because it is passed into every checkpointed layer (masks, rotary
+  // tables, position ids).
+  Graph shared;
 };
 
 struct Variant {
@@ -133,6 +148,9 @@ struct Variant {
 /// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of
 /// maps each layer to its kind.
 GraphSet build_graphs(const ModelSpec& model, const Workload& workload, Variant variant);
+/// Whether the hf rules of `version` are modeled (and measured) for the model's family: 4.57 for
+/// every family, 4.44 only where its loss rule is known (HfModelTraits::loss_4_44).
+bool hf_version_modeled(const ModelSpec& model, HfVersion version);
 std::vector<std::size_t> layer_kinds(const ModelSpec& model);
 
 /// The text of a symbol under a layout: "a/t" when t > 1, "s/(t·cp)" under SP and CP, ...

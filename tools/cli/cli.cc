@@ -29,6 +29,7 @@ struct TrainingFlags {
   int64_t micro_batch = 1;
   std::string dtype = "bf16";
   std::string framework = "hf";
+  std::string hf_version = "4.57";
   std::string attention = "flash";
   std::string recompute = "none";
   int64_t recompute_layers = -1;
@@ -54,6 +55,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--micro-batch", f.micro_batch, "micro-batch size b")->capture_default_str();
   cmd->add_option("--dtype", f.dtype, "activation dtype: bf16, fp16, fp32")->capture_default_str();
   cmd->add_option("--framework", f.framework, "save rules: hf (transformers eager) or megatron")->capture_default_str();
+  cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 4.57 or 4.44")
+      ->capture_default_str();
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
@@ -107,6 +110,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
   auto weight = parse_dtype(f.weight_dtype);
   auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
   auto framework = kFrameworkNames.parse(f.framework);
+  auto hf_version = kHfVersionNames.parse(f.hf_version);
   auto attention = kAttentionNames.parse(f.attention);
   auto recompute = kRecomputeNames.parse(f.recompute);
   auto optimizer = kOptimizerNames.parse(f.optimizer);
@@ -115,6 +119,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
   if (!weight) return Error{"--weight-dtype: " + weight.error().message};
   if (!grad) return Error{"--grad-dtype: " + grad.error().message};
   if (!framework) return framework.error();
+  if (!hf_version) return hf_version.error();
   if (!attention) return attention.error();
   if (!recompute) return recompute.error();
   if (!optimizer) return optimizer.error();
@@ -123,6 +128,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
   w.weight_dtype = *weight;
   w.grad_dtype = *grad;
   w.framework = *framework;
+  w.hf_version = *hf_version;
   w.attention = *attention;
   w.optimizer = *optimizer;
   w.hidden_dropout = f.hidden_dropout;
