@@ -16,6 +16,7 @@ std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
 
 Expected<Bytes> size_flag(const char* flag, const std::string& text, Bytes fallback) {
   if (text.empty()) return fallback;
+  if (text == "0") return Bytes{0};  // an allowance switched off, as --reserve 0
   auto b = parse_size(text);
   if (!b) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: {}", flag, text, b.error().message)};
   if (*b < Bytes{0}) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: must not be negative", flag, text)};
