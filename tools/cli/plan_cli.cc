@@ -53,7 +53,7 @@ std::string render_fit(const Totals& t, const FitVerdict& v, const Machine& m, i
   };
   row(fmt::format("Engine peak (pipeline stage {} of {})", t.peak_stage, pp), Bytes{t.total}, "");
   row("+ CUDA context", v.cuda_context, "--cuda-context (PyTorch #86509: 0.27-0.62 GiB)");
-  row(fmt::format("+ NCCL buffers ({} groups)", v.nccl_groups), v.nccl, "--nccl-per-group (4 MiB x 2 x 32 channels)");
+  row(fmt::format("+ NCCL buffers ({} communicator{})", v.nccl_groups, v.nccl_groups == 1 ? "" : "s"), v.nccl, "--nccl-per-group (4 MiB x 2 x 32 channels)");
   row(fmt::format("+ Allocator fragmentation ({:.0f}%)", m.allowances.fragmentation * 100), v.fragmentation,
       "--fragmentation");
   table.add_rule();
