@@ -30,8 +30,9 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
   const Recompute recomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   Layout l;
   l.seq_len = r.seq_len;
-  for (int64_t tp : divisors(r.gpus, std::min(max_tp, r.cluster.gpus_per_node))) {
-    if (!pinned_or(r.tp, tp) || (m && m->num_heads % tp != 0)) continue;
+  // TP stays inside a node: its degree divides the node's GPUs (and the world).
+  for (int64_t tp : divisors(r.cluster.gpus_per_node, max_tp)) {
+    if (r.gpus % tp != 0 || !pinned_or(r.tp, tp) || (m && m->num_heads % tp != 0)) continue;
     for (int64_t cp : divisors(r.gpus / tp, r.max_cp)) {
       if (!pinned_or(r.cp, cp) || (cp > 1 && (!m || r.seq_len % (2 * cp) != 0))) continue;
       for (int64_t pp : divisors(r.gpus / (tp * cp), r.max_pp)) {
@@ -120,10 +121,10 @@ Expected<void> check_request(const PreparedModel& model, const PlanRequest& r) {
     if (x.pin && (*x.pin < 1 || x.divides % *x.pin != 0))
       return Error{ErrorKind::kIncompatible, x.field,
                    fmt::format("@{} {} does not divide @gpus {}", x.field, *x.pin, r.gpus)};
-  if (r.tp && *r.tp > r.cluster.gpus_per_node)
+  if (r.tp && r.cluster.gpus_per_node % *r.tp != 0)
     return Error{ErrorKind::kIncompatible, "tp",
-                 fmt::format("@tp {}: tensor parallelism stays inside a node of @gpus_per_node {}", *r.tp,
-                             r.cluster.gpus_per_node)};
+                 fmt::format("@tp {}: tensor parallelism stays inside a node, so it must divide @gpus_per_node {}",
+                             *r.tp, r.cluster.gpus_per_node)};
   const int64_t fixed = r.tp.value_or(1) * r.pp.value_or(1) * r.cp.value_or(1) * r.dp.value_or(1);
   if (r.gpus % fixed != 0)
     return Error{ErrorKind::kIncompatible, "gpus",
