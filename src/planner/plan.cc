@@ -353,7 +353,7 @@ std::vector<Change> what_to_change(const PreparedModel& model, const Layout& bas
     c.saved = Bytes{v0->needed.count() - v->needed.count()};
     c.fits = v->fits;
     const StepTime st = step_time(model.model(), model.workload(), l, t, global_batch, cluster);
-    c.time_cost = time0.total > 0 ? st.total / time0.total - 1.0 : 0;
+    c.time_cost = time0.total > 0 && model.model() ? st.total / time0.total - 1.0 : 0;  // no FLOPs: unknown
     if (c.saved > Bytes{0}) out.push_back(std::move(c));
   };
   for (const auto& [flags, l] : moves) consider(flags, l);

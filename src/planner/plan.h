@@ -97,7 +97,7 @@ struct Change {
   Layout layout;            // the changed layout
   Bytes saved{0};           // peak memory saved (engine peak + allowances)
   Bytes needed{0};          // after the change
-  double time_cost = 0;     // relative step-time change (0.029 = +2.9%)
+  double time_cost = 0;     // relative step-time change (0.029 = +2.9%); 0 when unknown (--params, no GPU speeds)
   bool fits = false;
 };
 /// The single-dimension changes that make `layout` fit, fewest-cost first (at most `keep`). The

@@ -176,7 +176,8 @@ int print_with_fit(const PreparedModel& model, const Report& report, const FitFl
     return 0;
   }
   fmt::print("{}{}", rendered, render_fit(report.totals, v, *machine, report.layout.parallel.pp));
-  if (!v.fits) fmt::print("{}", render_changes(changes, machine->has_speeds));
+  // A --params model has no FLOPs: no step time to compare.
+  if (!v.fits) fmt::print("{}", render_changes(changes, machine->has_speeds && model.model() != nullptr));
   return 0;
 }
 
