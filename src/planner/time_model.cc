@@ -40,7 +40,9 @@ StepTime step_time(const ModelSpec* model, const Workload& w, const Layout& l, c
   const double n = static_cast<double>(st.gpus);
   const double b = static_cast<double>(l.micro_batch);
   const double micro_batches_global = st.global_batch / b;
-  st.num_micro_batches = global_batch / (p.dp * l.micro_batch);
+  if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.cp < 1 || p.ep < 1 || p.vpp < 1 || l.micro_batch < 1 || l.seq_len < 1)
+    return st;  // not a layout evaluate() accepts
+  st.num_micro_batches = std::max<int64_t>(1, global_batch / (p.dp * l.micro_batch));
   const double m = static_cast<double>(st.num_micro_batches);
   st.hw_flops_per_gpu = (3.0 * t.forward_flops + t.recompute_flops) * micro_batches_global / n;
   st.model_flops_per_gpu = 3.0 * t.forward_flops * micro_batches_global / n;

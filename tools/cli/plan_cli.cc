@@ -61,6 +61,9 @@ std::string render_fit(const Totals& t, const FitVerdict& v, const Machine& m, i
   row(fmt::format("GPU capacity ({})", m.gpu_name.empty() ? "--gpu-memory" : m.gpu_name), v.capacity, "");
   row("Headroom", v.headroom, "");
   std::string out = "\nFit\n" + table.render();
+  if (t.reserve > 0)
+    out += fmt::format("note: --reserve ({} GiB) is already in the engine's peak; the allowances come on top of it\n",
+                       gib(Bytes{t.reserve}));
   if (v.fits)
     out += fmt::format("FITS: {} GiB of headroom ({:.1f}% of the GPU)\n", gib(v.headroom),
                        100.0 * static_cast<double>(v.headroom.count()) / static_cast<double>(v.capacity.count()));
