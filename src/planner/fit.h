@@ -44,9 +44,11 @@ struct FitVerdict {
 };
 
 /// Parallel groups of size > 1 a GPU belongs to (one NCCL communicator each): tp, cp, dp, pp, ep.
+/// Example: communicator_count({.dp = 2, .tp = 8, .pp = 4}) == 3.
 int64_t communicator_count(const ParallelLayout& p);
 
-/// The verdict for a layout the engine evaluated. Never allocates.
+/// The verdict for a layout the engine evaluated. Never allocates. Example: a 70 GiB peak at tp 8,
+/// pp 4, dp 2 on 80 GiB needs 70 + 0.5 + 3·0.25 + 3.5 = 74.75 GiB: fits, headroom 5.25 GiB.
 FitVerdict check_fit(const Totals& t, const ParallelLayout& p, Bytes capacity, const Allowances& a) noexcept;
 
 }  // namespace actmem

@@ -65,6 +65,8 @@ struct PlanResult {
 };
 
 /// Checks the request (ranges, pins against the model) and searches. Errors name the option.
+/// Example: Llama-3-70B on 64 H100s, seq 8192, B 128: 12,717 layouts, 2,007 fit; the best is
+/// tp 4 + sp, pp 4 × vpp 4, cp 2, dp 2, ZeRO 1 (README).
 Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request);
 
 /// Every candidate layout of the request, in the search's order (what plan() evaluates; for tests
@@ -75,7 +77,7 @@ std::vector<Layout> candidate_layouts(const PreparedModel& model, const PlanRequ
 /// the front end prefixes those). Example: "--seq-len 8192 --micro-batch 1 --dp 8 --tp 8 --sp".
 std::string layout_flags(const Layout& layout);
 
-/// The largest memory part of a peak ("activations", "optimizer", ...).
+/// The largest memory part of a peak. Example: dominant_memory({.weights = 2, .activations = 5}) == "activations".
 const char* dominant_memory(const Totals& t);
 
 // ---- Fit solvers and "what to change" ----------------------------------------------------------
