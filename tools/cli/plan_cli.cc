@@ -268,6 +268,7 @@ nlohmann::json time_terms_json(const PlannedLayout& pl, const Cluster& c) {
   return arr;
 }
 
+/// `flags`: the `actmem estimate` arguments (without the command) that reproduce the row.
 nlohmann::json layout_json(const PlannedLayout& pl, const std::string& prefix, const Cluster& c) {
   const Layout& l = pl.layout;
   const auto& p = l.parallel;
@@ -418,7 +419,7 @@ int run_plan(const PlanFlags& f) {
     nlohmann::json j;
     auto layouts = nlohmann::json::array();
     for (const auto& pl : result->best) {
-      auto row = layout_json(pl, prefix, req.cluster);
+      auto row = layout_json(pl, workload_flags(f), req.cluster);
       row["flags"] = row["flags"].get<std::string>() + suffix;
       layouts.push_back(std::move(row));
     }
@@ -435,7 +436,7 @@ int run_plan(const PlanFlags& f) {
                  {"search_ms", result->search_ms},
                  {"layouts", layouts}};
     if (result->closest) {
-      auto row = layout_json(*result->closest, prefix, req.cluster);
+      auto row = layout_json(*result->closest, workload_flags(f), req.cluster);
       row["flags"] = row["flags"].get<std::string>() + suffix;
       j["plan"]["closest"] = row;
     }

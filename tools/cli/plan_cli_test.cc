@@ -61,10 +61,9 @@ TEST(PlanCli, JsonRowsAreReproducedByEstimate) {
     EXPECT_EQ(row["tp"].get<int64_t>() * row["pp"].get<int64_t>() * row["cp"].get<int64_t>() * row["dp"].get<int64_t>(),
               16);
     // The flags are an `actmem estimate` command line: it gives the same bytes and says FITS.
-    std::string flags = row["flags"].get<std::string>();
-    ASSERT_EQ(flags.rfind("actmem estimate ", 0), 0u) << flags;
-    flags = flags.substr(std::string("actmem ").size());
-    Result e = run(flags + " --json");
+    const std::string flags = row["flags"].get<std::string>();
+    ASSERT_EQ(flags.rfind("--model llama-3-8b --framework megatron ", 0), 0u) << flags;
+    Result e = run("estimate " + flags + " --json");
     ASSERT_EQ(e.code, 0) << flags << "\n" << e.err;
     const auto est = nlohmann::json::parse(e.out);
     EXPECT_EQ(est["memory"]["total_bytes"].get<int64_t>(), row["peak_bytes"].get<int64_t>()) << flags;
@@ -80,6 +79,20 @@ TEST(PlanCli, TableHasTheSearchLineAndExplain) {
   EXPECT_NE(r.out.find("1: actmem estimate --model llama-3-8b --framework megatron"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("compute: (3·forward + recompute FLOPs)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MFU"), std::string::npos);
+}
+
+TEST(PlanCli, GlobalBatchInTokens) {
+  // 524,288 tokens at 8,192 per sequence = 64 sequences: the same search as --global-batch 64.
+  Result tokens = run("plan --model llama-3-8b --gpus 16 --gpu h100-80gb --seq-len 8192 --global-batch-tokens 524288 "
+                      "--top 1 --json");
+  ASSERT_EQ(tokens.code, 0) << tokens.err;
+  const auto j = nlohmann::json::parse(tokens.out)["plan"];
+  EXPECT_EQ(j["global_batch"].get<int64_t>(), 64);
+  const auto& l = j["layouts"][0];
+  EXPECT_EQ(l["dp"].get<int64_t>() * l["micro_batch"].get<int64_t>() * l["num_micro_batches"].get<int64_t>(), 64);
+  Result bad = run("plan --model llama-3-8b --gpus 16 --gpu h100-80gb --seq-len 8192 --global-batch-tokens 1000");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("must be a multiple of --seq-len 8192"), std::string::npos) << bad.err;
 }
 
 TEST(PlanCli, NothingFitsSaysTheClosestAndExits2) {
