@@ -111,6 +111,17 @@ Expected<void> check_request(const PreparedModel& model, const PlanRequest& r) {
     return Error{ErrorKind::kInvalid, "gpu",
                  "@gpu: the time model needs the GPU's bf16 peak and link bandwidth (from the catalog, @gpu NAME), "
                  "bandwidths > 0 and efficiencies in (0, 1]"};
+  const struct {
+    const char* field;
+    const std::optional<int64_t>& pin;
+    int64_t hi;
+  } pin_ranges[] = {{"vpp", r.vpp, limits::kMaxVpp}, {"ep", r.ep, limits::kMaxEp},
+                    {"micro_batch", r.micro_batch, limits::kMaxMicroBatch}};
+  for (const auto& x : pin_ranges)
+    if (x.pin && (*x.pin < 1 || *x.pin > x.hi))
+      return Error{ErrorKind::kInvalid, x.field, fmt::format("@{} {} is out of range; use 1..{}", x.field, *x.pin, x.hi)};
+  if (r.zero && (*r.zero < 0 || *r.zero > 3))
+    return Error{ErrorKind::kInvalid, "zero_stage", fmt::format("@zero_stage {} is out of range; use 0..3", *r.zero)};
   // Pins that can never hold, said before searching (the search would just find nothing).
   const struct {
     const char* field;

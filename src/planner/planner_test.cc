@@ -169,6 +169,13 @@ TEST(Plan, PinsAndBoundsHold) {
   }
   r.tp = 3;
   EXPECT_EQ(plan(p, r).error().field, "tp");  // 3 does not divide 64
+  r.tp = 8;
+  r.vpp = 0;
+  EXPECT_EQ(plan(p, r).error().field, "vpp");
+  r.vpp.reset();
+  r.zero = 4;
+  EXPECT_EQ(plan(p, r).error().field, "zero_stage");
+  r.zero.reset();
   r.tp = 16;
   r.cluster.gpus_per_node = 8;
   EXPECT_EQ(plan(p, r).error().field, "tp");  // TP stays inside a node
