@@ -121,3 +121,5 @@ std::string render_explain(const Report& report);
 // Models: load_model(), list_presets() (presets.h). GPUs: gpu_catalog(), find_gpu() (gpu_catalog.h).
 
 }  // namespace actmem
+
+#include "planner/plan.h"  // the planner: fit verdict, time model, layout search (after the API it builds on)

@@ -44,6 +44,7 @@ struct TrainingFlags {
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
+  FitFlags fit;  // --gpu / --gpu-memory: the fit verdict (plan_cli.h)
   const CLI::Option* model_option = nullptr;  // to tell an explicit --model from the default
 };
 
@@ -82,6 +83,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
                   "uneven pipeline: layers on the last stage (Megatron --decoder-last-pipeline-num-layers)");
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
+  add_fit_flags(cmd, f.fit);
 }
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
@@ -147,28 +149,34 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
 
 enum class TrainingOutput { kTable, kExplain };
 
+/// The flags' model prepared for their workload (--params or --model).
+Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& workload) {
+  if (!f.params.empty()) {
+    if (f.model_option && f.model_option->count() > 0)
+      return Error{"--params and --model both describe the model; give one (--params for static memory only, "
+                   "--model for everything)"};
+    auto n = parse_count("--params", f.params);
+    if (!n) return n.error();
+    return prepare_params_only(*n, workload);
+  }
+  auto loaded = load_model(f.model);
+  if (!loaded) return loaded.error();
+  loaded->name = f.model;
+  return prepare(*loaded, workload);
+}
+
 int run_training(const TrainingFlags& f, TrainingOutput output) {
   auto inputs = to_inputs(f);
   if (!inputs) return fail(inputs.error());
   if (auto ok = check_options(inputs->workload, inputs->layout); !ok) return fail(ok.error());
-  Expected<PreparedModel> prepared = Error{""};
-  ModelSpec model;
-  if (!f.params.empty()) {
-    if (f.model_option && f.model_option->count() > 0)
-      return fail(Error{"--params and --model both describe the model; give one (--params for static memory only, "
-                        "--model for everything)"});
-    auto n = parse_count("--params", f.params);
-    if (!n) return fail(n.error());
-    prepared = prepare_params_only(*n, inputs->workload);
-  } else {
-    auto loaded = load_model(f.model);
-    if (!loaded) return fail(loaded.error());
-    loaded->name = f.model;
-    prepared = prepare(*loaded, inputs->workload);
-  }
+  auto prepared = prepare_flags(f, inputs->workload);
   if (!prepared) return fail(prepared.error());
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
+  if (f.fit.given())  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)
+    return print_with_fit(*prepared, *report, f.fit, f.json,
+                          f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
+                                                                                      : render_table(*report));
   if (f.json) {
     fmt::print("{}\n", report_json(*report).dump(2));
   } else if (output == TrainingOutput::kExplain) {
@@ -223,6 +231,7 @@ const Command kCommands[] = {
     {"estimate", add_estimate},
     {"explain", add_explain},
     {"models", add_models},
+    {"plan", add_plan_command},
     {"serve", add_serve_command},
 };
 
@@ -233,6 +242,25 @@ std::string flag_of(const std::string& field) {
   std::string flag = "--" + field;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
+}
+
+int report_error(const Error& e) { return fail(e); }
+
+Expected<EstimateArgs> parse_estimate_args(const std::string& args) {
+  CLI::App app{"estimate flags"};
+  TrainingFlags f;
+  add_training_flags(&app, f);
+  try {
+    app.parse(args, false);
+  } catch (const CLI::ParseError& e) {
+    return Error{fmt::format("--from: {}", e.what())};
+  }
+  auto inputs = to_inputs(f);
+  if (!inputs) return inputs.error();
+  if (auto ok = check_options(inputs->workload, inputs->layout); !ok) return ok.error();
+  auto prepared = prepare_flags(f, inputs->workload);
+  if (!prepared) return prepared.error();
+  return EstimateArgs{*prepared, inputs->layout, f.fit};
 }
 
 int run(int argc, char** argv) {

@@ -1,0 +1,530 @@
+#include "plan_cli.h"
+
+#include <cmath>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli.h"
+
+namespace actmem::cli {
+
+namespace {
+
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
+
+Expected<Bytes> size_flag(const char* flag, const std::string& text, Bytes fallback) {
+  if (text.empty()) return fallback;
+  if (text == "0") return Bytes{0};  // an allowance switched off, as --reserve 0
+  auto b = parse_size(text);
+  if (!b) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: {}", flag, text, b.error().message)};
+  if (*b < Bytes{0}) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: must not be negative", flag, text)};
+  return *b;
+}
+
+/// The global batch an estimate's layout implies: dp · b · micro-batches (the schedule's default,
+/// pp, when --num-micro-batches is not given).
+int64_t implied_global_batch(const Layout& l) {
+  const auto& p = l.parallel;
+  return p.dp * l.micro_batch * (p.num_micro_batches > 0 ? p.num_micro_batches : p.pp);
+}
+
+nlohmann::json fit_json(const FitVerdict& v, const Machine& m) {
+  return {{"gpu", m.gpu_name},
+          {"capacity_bytes", v.capacity.count()},
+          {"allowance_bytes", v.allowance.count()},
+          {"allowances",
+           {{"cuda_context_bytes", v.cuda_context.count()},
+            {"nccl_bytes", v.nccl.count()},
+            {"nccl_groups", v.nccl_groups},
+            {"fragmentation_bytes", v.fragmentation.count()},
+            {"fragmentation_fraction", m.allowances.fragmentation}}},
+          {"needed_bytes", v.needed.count()},
+          {"headroom_bytes", v.headroom.count()},
+          {"fits", v.fits},
+          {"overflow_stage", v.overflow_stage < 0 ? nlohmann::json(nullptr) : nlohmann::json(v.overflow_stage)}};
+}
+
+std::string render_fit(const Totals& t, const FitVerdict& v, const Machine& m, int64_t pp) {
+  TextTable table;
+  const auto row = [&](std::string label, Bytes b, std::string note) {
+    table.add_row({{std::move(label)}, {gib(b) + " GiB", true}, {std::move(note)}});
+  };
+  row(fmt::format("Engine peak (pipeline stage {} of {})", t.peak_stage, pp), Bytes{t.total}, "");
+  row("+ CUDA context", v.cuda_context, "--cuda-context (PyTorch #86509: 0.27-0.62 GiB)");
+  row(fmt::format("+ NCCL buffers ({} communicator{})", v.nccl_groups, v.nccl_groups == 1 ? "" : "s"), v.nccl, "--nccl-per-group (4 MiB x 2 x 32 channels)");
+  row(fmt::format("+ Allocator fragmentation ({:.0f}%)", m.allowances.fragmentation * 100), v.fragmentation,
+      "--fragmentation");
+  table.add_rule();
+  row("= Needed", v.needed, "");
+  row(fmt::format("GPU capacity ({})", m.gpu_name.empty() ? "--gpu-memory" : m.gpu_name), v.capacity, "");
+  row("Headroom", v.headroom, "");
+  std::string out = "\nFit\n" + table.render();
+  if (t.reserve > 0)
+    out += fmt::format("note: --reserve ({} GiB) is already in the engine's peak; the allowances come on top of it\n",
+                       gib(Bytes{t.reserve}));
+  if (v.fits)
+    out += fmt::format("FITS: {} GiB of headroom ({:.1f}% of the GPU)\n", gib(v.headroom),
+                       100.0 * static_cast<double>(v.headroom.count()) / static_cast<double>(v.capacity.count()));
+  else
+    out += fmt::format("DOES NOT FIT: pipeline stage {} needs {} GiB of {} GiB (over by {} GiB)\n", v.overflow_stage,
+                       gib(v.needed), gib(v.capacity), gib(Bytes{-v.headroom.count()}));
+  return out;
+}
+
+std::string render_changes(const std::vector<Change>& changes, bool has_speeds) {
+  if (changes.empty()) return "No single or paired change of recomputation, ZeRO, offload, micro-batch, tp, pp or cp makes it fit.\n";
+  std::string out = "\nWhat to change (smallest first)\n";
+  TextTable table;
+  for (const auto& c : changes)
+    table.add_row({{c.flags},
+                   {fmt::format("-{} GiB", gib(c.saved)), true},
+                   {has_speeds ? fmt::format("{:+.1f}% step time", 100 * c.time_cost) : std::string("time n/a"), true},
+                   {c.fits ? "fits" : fmt::format("still needs {} GiB", gib(c.needed))}});
+  return out + table.render();
+}
+
+nlohmann::json changes_json(const std::vector<Change>& changes) {
+  auto arr = nlohmann::json::array();
+  for (const auto& c : changes)
+    arr.push_back({{"flags", c.flags},
+                   {"saved_bytes", c.saved.count()},
+                   {"needed_bytes", c.needed.count()},
+                   {"time_cost", c.time_cost},
+                   {"fits", c.fits}});
+  return arr;
+}
+
+}  // namespace
+
+void add_fit_flags(CLI::App* cmd, FitFlags& f) {
+  cmd->add_option("--gpu", f.gpu, "GPU from the catalog (e.g. h100-80gb): capacity, allowances, fit verdict");
+  cmd->add_option("--gpu-memory", f.gpu_memory, "per-GPU capacity, e.g. 80GiB (overrides the catalog's)");
+  cmd->add_option("--cuda-context", f.cuda_context, "CUDA context allowance (default 512MiB)");
+  cmd->add_option("--nccl-per-group", f.nccl_per_group, "NCCL buffers per communicator (default 256MiB)");
+  cmd->add_option("--fragmentation", f.fragmentation, "allocator fragmentation, fraction of the peak (default 0.05)");
+  cmd->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per node (NVLink domain)")->capture_default_str();
+  cmd->add_option("--inter-node-bandwidth", f.inter_node_gbps,
+                  "GB/s per GPU, one direction, between nodes (default 50: 8x400 Gb/s per 8-GPU node)");
+  cmd->add_option("--compute-efficiency", f.compute_efficiency, "fraction of the bf16 peak reached (default 0.55)");
+  cmd->add_option("--collective-efficiency", f.collective_efficiency,
+                  "fraction of link bandwidth NCCL reaches (default 0.8)");
+}
+
+Expected<Machine> to_machine(const FitFlags& f) {
+  Machine m;
+  if (!f.gpu.empty()) {
+    auto gpu = find_gpu(f.gpu);
+    if (!gpu) return gpu.error();
+    m.gpu_name = std::string(gpu->name);
+    m.capacity = gpu->total;
+    m.cluster = cluster_for(*gpu, f.gpus_per_node);
+    m.has_speeds = gpu->bf16_flops > 0 && gpu->link_bandwidth > 0;
+  }
+  m.cluster.gpus_per_node = f.gpus_per_node;
+  if (f.gpus_per_node < 1 || f.gpus_per_node > 1024)
+    return Error{ErrorKind::kInvalid, "gpus_per_node", fmt::format("@gpus_per_node {}: use 1..1024", f.gpus_per_node)};
+  if (!f.gpu_memory.empty()) {
+    auto b = parse_size(f.gpu_memory);
+    if (!b) return Error{ErrorKind::kInvalid, "gpu_memory", "@gpu_memory " + f.gpu_memory + ": " + b.error().message};
+    if (*b <= Bytes{0}) return Error{ErrorKind::kInvalid, "gpu_memory", "@gpu_memory must be positive, e.g. 80GiB"};
+    m.capacity = *b;
+  }
+  auto ctx = size_flag("--cuda-context", f.cuda_context, Bytes{kDefaultCudaContextBytes});
+  if (!ctx) return ctx.error();
+  auto nccl = size_flag("--nccl-per-group", f.nccl_per_group, Bytes{kDefaultNcclBytesPerGroup});
+  if (!nccl) return nccl.error();
+  m.allowances.cuda_context = *ctx;
+  m.allowances.nccl_per_group = *nccl;
+  if (f.fragmentation) {
+    if (!(*f.fragmentation >= 0 && *f.fragmentation < 1))
+      return Error{ErrorKind::kInvalid, "fragmentation",
+                   fmt::format("@fragmentation {}: a fraction of the peak in [0, 1), e.g. 0.05", *f.fragmentation)};
+    m.allowances.fragmentation = *f.fragmentation;
+  }
+  const struct {
+    const char* field;
+    const std::optional<double>& value;
+    double* into;
+    double scale, hi;
+  } speeds[] = {
+      {"inter_node_bandwidth", f.inter_node_gbps, &m.cluster.inter_node_bandwidth, 1e9, 1e6},
+      {"compute_efficiency", f.compute_efficiency, &m.cluster.compute_efficiency, 1, 1},
+      {"collective_efficiency", f.collective_efficiency, &m.cluster.collective_efficiency, 1, 1},
+  };
+  for (const auto& s : speeds)
+    if (s.value) {
+      if (!(*s.value > 0 && *s.value <= s.hi))
+        return Error{ErrorKind::kInvalid, s.field, fmt::format("@{} {}: use a value in (0, {}]", s.field, *s.value, s.hi)};
+      *s.into = *s.value * s.scale;
+    }
+  return m;
+}
+
+int print_with_fit(const PreparedModel& model, const Report& report, const FitFlags& f, bool json,
+                   const std::string& rendered) {
+  auto machine = to_machine(f);
+  if (!machine) return report_error(machine.error());
+  const FitVerdict v = check_fit(report.totals, report.layout.parallel, machine->capacity, machine->allowances);
+  std::vector<Change> changes;
+  if (!v.fits)
+    changes = what_to_change(model, report.layout, implied_global_batch(report.layout), machine->capacity,
+                             machine->allowances, machine->cluster);
+  if (json) {
+    auto j = report_json(report);
+    j["fit"] = fit_json(v, *machine);
+    if (!v.fits) j["fit"]["changes"] = changes_json(changes);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}{}", rendered, render_fit(report.totals, v, *machine, report.layout.parallel.pp));
+  // A --params model has no FLOPs: no step time to compare.
+  if (!v.fits) fmt::print("{}", render_changes(changes, machine->has_speeds && model.model() != nullptr));
+  return 0;
+}
+
+// ---- actmem plan --------------------------------------------------------------------------------
+
+namespace {
+
+struct PlanFlags {
+  std::string model = "llama-3-70b";
+  std::string framework = "megatron";
+  std::string attention = "flash";
+  std::string dtype = "bf16";
+  std::string weight_dtype = "bf16";
+  std::string grad_dtype;
+  std::string optimizer = "adamw";
+  int64_t gpus = 0;
+  int64_t seq_len = 8192;
+  std::optional<int64_t> global_batch, global_batch_tokens;
+  std::optional<int64_t> tp, pp, vpp, cp, ep, dp, micro_batch;
+  std::optional<int> zero;
+  std::string recompute;
+  bool sp = false, offload = false;
+  int64_t max_tp = 0, max_pp = limits::kMaxPp, max_vpp = 8, max_cp = 64, max_ep = limits::kMaxEp, max_micro_batch = 16;
+  std::size_t top = 10;
+  std::string from;
+  bool json = false, explain = false;
+  FitFlags fit;
+};
+
+Expected<Workload> to_workload(const PlanFlags& f) {
+  Workload w;
+  auto framework = kFrameworkNames.parse(f.framework);
+  if (!framework) return framework.error();
+  auto attention = kAttentionNames.parse(f.attention);
+  if (!attention) return attention.error();
+  auto optimizer = kOptimizerNames.parse(f.optimizer);
+  if (!optimizer) return optimizer.error();
+  auto dtype = parse_dtype(f.dtype);
+  auto weight = parse_dtype(f.weight_dtype);
+  auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
+  if (!dtype) return Error{"--dtype: " + dtype.error().message};
+  if (!weight) return Error{"--weight-dtype: " + weight.error().message};
+  if (!grad) return Error{"--grad-dtype: " + grad.error().message};
+  w.framework = *framework;
+  w.attention = *attention;
+  w.optimizer = *optimizer;
+  w.dtype = *dtype;
+  w.weight_dtype = *weight;
+  w.grad_dtype = *grad;
+  return w;
+}
+
+/// The workload flags every row's `actmem estimate` command repeats (non-defaults only).
+std::string workload_flags(const PlanFlags& f) {
+  std::string s = fmt::format("--model {} --framework {}", f.model, f.framework);
+  if (f.attention != "flash") s += " --attention " + f.attention;
+  if (f.dtype != "bf16") s += " --dtype " + f.dtype;
+  if (f.weight_dtype != "bf16") s += " --weight-dtype " + f.weight_dtype;
+  if (!f.grad_dtype.empty()) s += " --grad-dtype " + f.grad_dtype;
+  if (f.optimizer != "adamw") s += " --optimizer " + f.optimizer;
+  return s;
+}
+
+std::string machine_flags(const FitFlags& f) {
+  std::string s;
+  if (!f.gpu.empty()) s += " --gpu " + f.gpu;
+  if (!f.gpu_memory.empty()) s += " --gpu-memory " + f.gpu_memory;
+  return s;
+}
+
+std::string layout_summary(const Layout& l) {
+  const auto& p = l.parallel;
+  std::string s = fmt::format("tp{}{} pp{}", p.tp, p.sp ? "+sp" : "", p.pp);
+  if (p.vpp > 1) s += fmt::format("x{}", p.vpp);
+  if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
+  s += fmt::format(" dp{}", p.dp);
+  return s;
+}
+
+nlohmann::json time_terms_json(const PlannedLayout& pl, const Cluster& c) {
+  auto arr = nlohmann::json::array();
+  for (const auto& term : explain_step_time(pl.time, pl.layout, c))
+    arr.push_back({{"label", term.label}, {"formula", term.formula}, {"values", term.values}, {"seconds", term.seconds}});
+  return arr;
+}
+
+/// `flags`: the `actmem estimate` arguments (without the command) that reproduce the row.
+nlohmann::json layout_json(const PlannedLayout& pl, const std::string& prefix, const Cluster& c) {
+  const Layout& l = pl.layout;
+  const auto& p = l.parallel;
+  return {{"flags", prefix + " " + layout_flags(l)},
+          {"peak_bytes", pl.totals.total},
+          {"needed_bytes", pl.fit.needed.count()},
+          {"headroom_bytes", pl.fit.headroom.count()},
+          {"step_time_s", pl.time.total},
+          {"tokens_per_s_per_gpu", pl.time.tokens_per_s_per_gpu},
+          {"mfu", pl.time.mfu},
+          {"tflops_per_gpu", pl.time.tflops_per_gpu},
+          {"dominant_memory", dominant_memory(pl.totals)},
+          {"tp", p.tp},
+          {"sp", p.sp},
+          {"pp", p.pp},
+          {"vpp", p.vpp},
+          {"cp", p.cp},
+          {"ep", p.ep},
+          {"dp", p.dp},
+          {"zero", l.zero_stage},
+          {"recompute", std::string(kRecomputeNames.name(l.recompute))},
+          {"offload_optimizer", l.offload_optimizer},
+          {"micro_batch", l.micro_batch},
+          {"num_micro_batches", p.num_micro_batches},
+          {"time_terms", time_terms_json(pl, c)}};
+}
+
+std::string render_time(const PlannedLayout& pl, const Cluster& c) {
+  std::string out;
+  for (const auto& term : explain_step_time(pl.time, pl.layout, c))
+    out += fmt::format("  {}: {} = {} = {:.4f} s\n", term.label, term.formula, term.values, term.seconds);
+  out += fmt::format("  step: {:.4f} s; {:.0f} tokens/s per GPU; {:.1f} TFLOP/s per GPU (recomputation included); "
+                     "MFU {:.1f}%\n",
+                     pl.time.total, pl.time.tokens_per_s_per_gpu, pl.time.tflops_per_gpu, 100 * pl.time.mfu);
+  return out;
+}
+
+int run_from(const PlanFlags& f) {
+  auto args = parse_estimate_args(f.from);
+  if (!args) return report_error(args.error());
+  FitFlags fit = args->fit.given() ? args->fit : f.fit;
+  if (!fit.given()) return report_error(Error{"--from: give the GPU (--gpu NAME or --gpu-memory SIZE)"});
+  auto machine = to_machine(fit);
+  if (!machine) return report_error(machine.error());
+  const int64_t batch = f.global_batch.value_or(implied_global_batch(args->layout));
+  auto report = explain(args->model, args->layout);
+  if (!report) return report_error(report.error());
+  const FitVerdict v = check_fit(report->totals, args->layout.parallel, machine->capacity, machine->allowances);
+  const auto changes = v.fits ? std::vector<Change>{}
+                              : what_to_change(args->model, args->layout, batch, machine->capacity,
+                                               machine->allowances, machine->cluster);
+  const Layout& l = args->layout;
+  const int64_t mb = largest_micro_batch(args->model, l, batch, machine->capacity, machine->allowances);
+  const int64_t step = 2 * l.parallel.cp * l.parallel.tp * 128;
+  const int64_t seq = longest_sequence(args->model, l, machine->capacity, machine->allowances, step);
+  const int64_t layers = fewest_recomputed_layers(args->model, l, machine->capacity, machine->allowances);
+  if (f.json) {
+    nlohmann::json j;
+    j["fit"] = fit_json(v, *machine);
+    j["changes"] = changes_json(changes);
+    j["solvers"] = {{"largest_micro_batch", mb},
+                    {"global_batch", batch},
+                    {"longest_seq_len", seq},
+                    {"seq_len_step", step},
+                    {"fewest_recompute_layers", layers}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}", render_fit(report->totals, v, *machine, l.parallel.pp));
+  if (!v.fits) fmt::print("{}", render_changes(changes, machine->has_speeds));
+  fmt::print("\nFit solvers for this layout\n");
+  fmt::print("  largest micro-batch that fits (global batch {}): {}\n", batch,
+             mb > 0 ? std::to_string(mb) : std::string("none"));
+  fmt::print("  longest sequence that fits (multiples of {}): {}\n", step,
+             seq > 0 ? std::to_string(seq) : std::string("none"));
+  fmt::print("  fewest layers per chunk to recompute in full: {}\n",
+             layers >= 0 ? std::to_string(layers) : std::string("none fits"));
+  return 0;
+}
+
+int run_plan(const PlanFlags& f) {
+  if (!f.from.empty()) return run_from(f);
+  auto workload = to_workload(f);
+  if (!workload) return report_error(workload.error());
+  if (!f.fit.given()) return report_error(Error{"--gpu: the planner needs a GPU, e.g. --gpu h100-80gb"});
+  if (f.fit.gpu.empty())
+    return report_error(Error{"--gpu: the time model needs the GPU's speeds from the catalog; give --gpu NAME "
+                              "(--gpu-memory may override its capacity)"});
+  auto machine = to_machine(f.fit);
+  if (!machine) return report_error(machine.error());
+  if (!machine->has_speeds)
+    return report_error(Error{fmt::format("--gpu {}: the catalog has no bf16 peak or link bandwidth for it", f.fit.gpu)});
+  if (f.gpus < 1) return report_error(Error{"--gpus: give the number of GPUs, e.g. --gpus 64"});
+  if (f.global_batch.has_value() == f.global_batch_tokens.has_value())
+    return report_error(Error{"--global-batch: give the global batch in sequences (--global-batch) or in tokens "
+                              "(--global-batch-tokens), one of them"});
+  int64_t batch = f.global_batch.value_or(0);
+  if (f.global_batch_tokens) {
+    if (f.seq_len < 1 || *f.global_batch_tokens % f.seq_len != 0 || *f.global_batch_tokens < f.seq_len)
+      return report_error(Error{fmt::format("--global-batch-tokens {}: must be a multiple of --seq-len {}",
+                                            *f.global_batch_tokens, f.seq_len)});
+    batch = *f.global_batch_tokens / f.seq_len;
+  }
+  auto loaded = load_model(f.model);
+  if (!loaded) return report_error(loaded.error());
+  loaded->name = f.model;
+  auto prepared = prepare(*loaded, *workload);
+  if (!prepared) return report_error(prepared.error());
+
+  PlanRequest req;
+  req.gpus = f.gpus;
+  req.seq_len = f.seq_len;
+  req.global_batch = batch;
+  req.capacity = machine->capacity;
+  req.allowances = machine->allowances;
+  req.cluster = machine->cluster;
+  req.tp = f.tp;
+  req.pp = f.pp;
+  req.vpp = f.vpp;
+  req.cp = f.cp;
+  req.ep = f.ep;
+  req.dp = f.dp;
+  req.micro_batch = f.micro_batch;
+  req.zero = f.zero;
+  if (!f.recompute.empty()) {
+    auto rc = kRecomputeNames.parse(f.recompute);
+    if (!rc) return report_error(rc.error());
+    req.recompute = *rc;
+  }
+  if (f.sp) req.sp = true;
+  if (f.offload) req.offload_optimizer = true;
+  req.max_tp = f.max_tp;
+  req.max_pp = f.max_pp;
+  req.max_vpp = f.max_vpp;
+  req.max_cp = f.max_cp;
+  req.max_ep = f.max_ep;
+  req.max_micro_batch = f.max_micro_batch;
+  req.keep = std::max<std::size_t>(f.top, 1);
+  auto result = plan(*prepared, req);
+  if (!result) return report_error(result.error());
+
+  const std::string prefix = "actmem estimate " + workload_flags(f);
+  const std::string suffix = machine_flags(f.fit);
+  const std::string search_line =
+      fmt::format("{} layouts, {} valid, {} fit, searched in {:.1f} ms", group_digits(result->searched),
+                  group_digits(result->valid), group_digits(result->fitting), result->search_ms);
+  if (f.json) {
+    nlohmann::json j;
+    auto layouts = nlohmann::json::array();
+    for (const auto& pl : result->best) {
+      auto row = layout_json(pl, workload_flags(f), req.cluster);
+      row["flags"] = row["flags"].get<std::string>() + suffix;
+      layouts.push_back(std::move(row));
+    }
+    j["plan"] = {{"model", f.model},
+                 {"gpus", f.gpus},
+                 {"gpus_per_node", req.cluster.gpus_per_node},
+                 {"gpu", machine->gpu_name},
+                 {"capacity_bytes", req.capacity.count()},
+                 {"seq_len", f.seq_len},
+                 {"global_batch", batch},
+                 {"searched", result->searched},
+                 {"valid", result->valid},
+                 {"fitting", result->fitting},
+                 {"search_ms", result->search_ms},
+                 {"layouts", layouts}};
+    if (result->closest) {
+      auto row = layout_json(*result->closest, workload_flags(f), req.cluster);
+      row["flags"] = row["flags"].get<std::string>() + suffix;
+      j["plan"]["closest"] = row;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return result->fitting > 0 ? 0 : 2;
+  }
+  if (result->fitting == 0) {
+    if (!result->closest) {
+      fmt::print("nothing fits: no valid layout of {} on {} GPUs ({}); {}\n", f.model, f.gpus, search_line,
+                 "relax the pins or bounds");
+      return 2;
+    }
+    const auto& c = *result->closest;
+    fmt::print("nothing fits; the closest is {} {}{} (needs {} GiB of {} GiB)\n{}\n", prefix, layout_flags(c.layout),
+               suffix, gib(c.fit.needed), gib(c.fit.capacity), search_line);
+    return 2;
+  }
+  fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", f.model, f.gpus,
+             machine->gpu_name, req.cluster.gpus_per_node, f.seq_len, batch, group_digits(batch * f.seq_len));
+  TextTable table;
+  table.add_row({{"#"}, {"layout"}, {"ZeRO"}, {"recompute"}, {"b x m"}, {"peak GiB", true}, {"headroom", true},
+                 {"step s", true}, {"tok/s/GPU", true}, {"MFU", true}, {"memory mostly"}});
+  table.add_rule();
+  int i = 0;
+  for (const auto& pl : result->best) {
+    const auto& l = pl.layout;
+    table.add_row({{std::to_string(++i)},
+                   {layout_summary(l)},
+                   {std::to_string(l.zero_stage) + (l.offload_optimizer ? "+off" : "")},
+                   {std::string(kRecomputeNames.name(l.recompute))},
+                   {fmt::format("{}x{}", l.micro_batch, l.parallel.num_micro_batches)},
+                   {gib(pl.fit.needed), true},
+                   {gib(pl.fit.headroom), true},
+                   {fmt::format("{:.3f}", pl.time.total), true},
+                   {fmt::format("{:.0f}", pl.time.tokens_per_s_per_gpu), true},
+                   {fmt::format("{:.1f}%", 100 * pl.time.mfu), true},
+                   {dominant_memory(pl.totals)}});
+  }
+  fmt::print("{}", table.render(""));
+  fmt::print("\npeak GiB = the engine's peak + allowances (CUDA context, NCCL, fragmentation); run each with:\n");
+  i = 0;
+  for (const auto& pl : result->best) fmt::print("  {}: {} {}{}\n", ++i, prefix, layout_flags(pl.layout), suffix);
+  fmt::print("\n{}\n", search_line);
+  if (f.explain) {
+    fmt::print("\nStep time of #1 (time model, src/planner/time_model.h)\n{}", render_time(result->best.front(), req.cluster));
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  auto* cmd = app.add_subcommand("plan", "Which layout fits N GPUs and runs fastest; --from: what to change");
+  cmd->add_option("--model", f->model, "config.json path or preset name")->capture_default_str();
+  cmd->add_option("--framework", f->framework, "hf or megatron")->capture_default_str();
+  cmd->add_option("--attention", f->attention, "eager, sdpa or flash")->capture_default_str();
+  cmd->add_option("--dtype", f->dtype, "activation dtype")->capture_default_str();
+  cmd->add_option("--weight-dtype", f->weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
+  cmd->add_option("--grad-dtype", f->grad_dtype, "gradient dtype (default: weights')");
+  cmd->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
+  cmd->add_option("--gpus", f->gpus, "number of GPUs");
+  cmd->add_option("--seq-len", f->seq_len, "sequence length")->capture_default_str();
+  cmd->add_option("--global-batch", f->global_batch, "sequences per optimizer step");
+  cmd->add_option("--global-batch-tokens", f->global_batch_tokens, "tokens per optimizer step");
+  cmd->add_option("--tp", f->tp, "pin tensor parallelism");
+  cmd->add_option("--pp", f->pp, "pin pipeline parallelism");
+  cmd->add_option("--vpp", f->vpp, "pin virtual stages");
+  cmd->add_option("--cp", f->cp, "pin context parallelism");
+  cmd->add_option("--ep", f->ep, "pin expert parallelism");
+  cmd->add_option("--dp", f->dp, "pin data parallelism");
+  cmd->add_option("--micro-batch", f->micro_batch, "pin the micro-batch");
+  cmd->add_option("--zero", f->zero, "pin the ZeRO stage");
+  cmd->add_option("--recompute", f->recompute, "pin recomputation: none, selective or full");
+  cmd->add_flag("--sp", f->sp, "pin sequence parallelism on");
+  cmd->add_flag("--offload-optimizer", f->offload, "pin optimizer offload on");
+  cmd->add_option("--max-tp", f->max_tp, "bound tp (default: GPUs per node)");
+  cmd->add_option("--max-pp", f->max_pp, "bound pp");
+  cmd->add_option("--max-vpp", f->max_vpp, "bound vpp")->capture_default_str();
+  cmd->add_option("--max-cp", f->max_cp, "bound cp")->capture_default_str();
+  cmd->add_option("--max-ep", f->max_ep, "bound ep");
+  cmd->add_option("--max-micro-batch", f->max_micro_batch, "bound the micro-batch")->capture_default_str();
+  cmd->add_option("--top", f->top, "layouts to show")->capture_default_str();
+  cmd->add_option("--from", f->from, "your `actmem estimate` flags, quoted: what to change to make it fit");
+  cmd->add_flag("--json", f->json, "machine-readable output");
+  cmd->add_flag("--explain", f->explain, "the time model's terms for the best layout");
+  add_fit_flags(cmd, f->fit);
+  return [f] { return run_plan(*f); };
+}
+
+}  // namespace actmem::cli
