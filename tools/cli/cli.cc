@@ -19,7 +19,6 @@ namespace actmem::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "llama-3-70b";  // the seed card's 70B at 8k
-constexpr int64_t kDefaultSeqLen = 8192;
 
 /// Raw flag values, parsed into library options by to_training_options().
 struct TrainingFlags {
@@ -98,48 +97,38 @@ int fail(const Error& e) {
   return 2;
 }
 
-struct TrainingInputs {
-  Workload workload;
-  Layout layout;
-};
+using TrainingInputs = TrainingSettings;
 
+/// The flags, by name, through the library's option table (option_table.h), which the Python module
+/// shares. Text options go first, in the order their errors were always reported.
 Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
+  std::vector<std::pair<std::string_view, OptionValue>> named = {
+      {"dtype", f.dtype}, {"weight_dtype", f.weight_dtype}};
+  if (!f.grad_dtype.empty()) named.emplace_back("grad_dtype", f.grad_dtype);
+  named.insert(named.end(), {{"framework", f.framework},
+                             {"attention", f.attention},
+                             {"recompute", f.recompute},
+                             {"optimizer", f.optimizer},
+                             {"reserve", f.reserve},
+                             {"seq_len", f.seq_len},
+                             {"micro_batch", f.micro_batch},
+                             {"recompute_layers", f.recompute_layers},
+                             {"checkpoint_every", f.checkpoint_every},
+                             {"zero", int64_t{f.zero}},
+                             {"offload_optimizer", f.offload_optimizer},
+                             {"dp", f.parallel.dp},
+                             {"tp", f.parallel.tp},
+                             {"sp", f.parallel.sp},
+                             {"pp", f.parallel.pp},
+                             {"vpp", f.parallel.vpp},
+                             {"cp", f.parallel.cp},
+                             {"ep", f.parallel.ep},
+                             {"num_micro_batches", f.parallel.num_micro_batches}});
+  if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
+  if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
   TrainingInputs in;
-  auto& w = in.workload;
-  auto& l = in.layout;
-  auto dtype = parse_dtype(f.dtype);
-  auto weight = parse_dtype(f.weight_dtype);
-  auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
-  auto framework = kFrameworkNames.parse(f.framework);
-  auto attention = kAttentionNames.parse(f.attention);
-  auto recompute = kRecomputeNames.parse(f.recompute);
-  auto optimizer = kOptimizerNames.parse(f.optimizer);
-  auto reserve = f.reserve == "0" ? Expected<Bytes>(Bytes{0}) : parse_size(f.reserve);
-  if (!dtype) return Error{"--dtype: " + dtype.error().message};
-  if (!weight) return Error{"--weight-dtype: " + weight.error().message};
-  if (!grad) return Error{"--grad-dtype: " + grad.error().message};
-  if (!framework) return framework.error();
-  if (!attention) return attention.error();
-  if (!recompute) return recompute.error();
-  if (!optimizer) return optimizer.error();
-  if (!reserve) return Error{"--reserve: " + reserve.error().message};
-  w.dtype = *dtype;
-  w.weight_dtype = *weight;
-  w.grad_dtype = *grad;
-  w.framework = *framework;
-  w.attention = *attention;
-  w.optimizer = *optimizer;
-  w.hidden_dropout = f.hidden_dropout;
-  w.attention_dropout = f.attention_dropout;
-  l.seq_len = f.seq_len;
-  l.micro_batch = f.micro_batch;
-  l.parallel = f.parallel;
-  l.recompute = *recompute;
-  l.recompute_layers = f.recompute_layers;
-  l.checkpoint_every = f.checkpoint_every;
-  l.zero_stage = f.zero;
-  l.offload_optimizer = f.offload_optimizer;
-  l.reserve = *reserve;
+  for (const auto& [name, value] : named)
+    if (auto ok = set_training_option(in, name, value); !ok) return ok.error();
   return in;
 }
 
