@@ -183,7 +183,11 @@ std::string describe_option_value(const OptionValue& value) {
   struct Describe {
     std::string operator()(bool b) const { return b ? "true" : "false"; }
     std::string operator()(int64_t n) const { return std::to_string(n); }
-    std::string operator()(double d) const { return fmt::format("{}", d); }
+    std::string operator()(double d) const {  // 2.0, not 2: a real where a count was due
+      std::string text = fmt::format("{}", d);
+      if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+      return text;
+    }
     std::string operator()(const std::string& s) const { return "'" + s + "'"; }
   };
   return std::visit(Describe{}, value);

@@ -155,15 +155,15 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
                                              std::optional<int64_t> only_stage) {
   const auto& par = options.parallel;
   if (options.zero_stage < 0 || options.zero_stage > 3)
-    return Error{fmt::format("--zero {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
-  if (par.dp < 1) return Error{fmt::format("--dp {} must be >= 1", par.dp)};
+    return Error{fmt::format("@zero_stage {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
+  if (par.dp < 1) return Error{fmt::format("@dp {} must be >= 1", par.dp)};
   if (par.ep > 1 && par.dp % par.ep != 0)
-    return Error{fmt::format("--ep {} must divide --dp {}: expert parallelism is carved out of the data-parallel group",
+    return Error{fmt::format("@ep {} must divide @dp {}: expert parallelism is carved out of the data-parallel group",
                              par.ep, par.dp)};
   if (only_stage && (*only_stage < 0 || *only_stage >= par.pp))
-    return Error{fmt::format("pipeline stage {} does not exist with --pp {}", *only_stage, par.pp)};
+    return Error{fmt::format("pipeline stage {} does not exist with @pp {}", *only_stage, par.pp)};
   if (par.pp > static_cast<int64_t>(counts.layers.size()))
-    return Error{fmt::format("--pp {} exceeds the model's {} layers; use --pp <= {}", par.pp, counts.layers.size(),
+    return Error{fmt::format("@pp {} exceeds the model's {} layers; use @pp <= {}", par.pp, counts.layers.size(),
                              counts.layers.size())};
   try {
     const BytesPerParam per = bytes_per_param(options);

@@ -106,7 +106,7 @@ TEST(StaticMemory, BadInputIsAnError) {
   o.zero_stage = 4;
   auto r = compute_static_memory(param_only_counts(1000, 1), o);
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message.find("--zero"), std::string::npos);
+  EXPECT_NE(r.error().message.find("@zero_stage"), std::string::npos);
   o.zero_stage = 0;
   o.parallel.dp = 6;
   o.parallel.ep = 4;

@@ -360,7 +360,7 @@ Expected<GpuSpec> find_gpu(std::string_view name) {
   std::vector<std::string_view> names;
   for (const auto& g : catalog) names.emplace_back(g.name);
   const auto guess = closest_name(name, names);
-  return Error{fmt::format("--gpu '{}': unknown GPU; {}known: {}; or give --gpu-memory 80GiB", name,
+  return Error{fmt::format("@gpu '{}': unknown GPU; {}known: {}; or give @gpu_memory 80GiB", name,
                            guess ? fmt::format("did you mean '{}'? ", *guess) : "", fmt::join(names, ", "))};
 }
 

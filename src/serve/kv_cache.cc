@@ -28,7 +28,7 @@ Expected<int64_t> cache_element_bytes(DType dtype) {
     case DType::kINT8:
       return int64_t{dtype_bytes(dtype)};
     default:
-      return Error{fmt::format("--kv-dtype {}: not a KV cache type; use bf16, fp16, fp8, int8 or fp32",
+      return Error{fmt::format("@kv_dtype {}: not a KV cache type; use bf16, fp16, fp8, int8 or fp32",
                                dtype_name(dtype))};
   }
 }
@@ -48,7 +48,7 @@ Expected<PerLayerFactors> per_layer_factors(const ModelSpec& model, const KvCach
       return PerLayerFactors{{{"(r_kv+d_rope)", width}}, width};
     }
     if (model.num_heads % tp != 0)
-      return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; pick a TP that divides it",
+      return Error{fmt::format("@tp {}: num_attention_heads ({}) is not divisible by it; pick a TP that divides it",
                                tp, model.num_heads)};
     const int64_t heads = model.num_heads / tp;
     const int64_t width = mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim;
@@ -57,7 +57,7 @@ Expected<PerLayerFactors> per_layer_factors(const ModelSpec& model, const KvCach
   }
   const int64_t kv = model.num_kv_heads;
   if (kv % tp != 0 && tp % kv != 0)
-    return Error{fmt::format("--tp {}: num_key_value_heads ({}) neither divides nor is divisible by it; "
+    return Error{fmt::format("@tp {}: num_key_value_heads ({}) neither divides nor is divisible by it; "
                              "pick a TP that divides {} or a multiple of it",
                              tp, kv, kv)};
   // kv < tp: each rank keeps one KV head (vLLM replicates them tp/kv times).
@@ -71,7 +71,7 @@ Expected<PerLayerFactors> per_layer_factors(const ModelSpec& model, const KvCach
 Expected<MlaCacheLayout> parse_mla_cache_layout(const std::string& text) {
   for (const auto& row : kMlaLayouts)
     if (text == row.name) return row.layout;
-  return Error{fmt::format("--mla-cache '{}': use latent (vLLM, SGLang) or decompressed (HF transformers)", text)};
+  return Error{fmt::format("@mla_cache '{}': use latent (vLLM, SGLang) or decompressed (HF transformers)", text)};
 }
 
 const char* mla_cache_layout_name(MlaCacheLayout layout) {
@@ -92,9 +92,9 @@ Bytes KvCacheLayout::per_sequence(int64_t tokens) const {
 }
 
 Expected<KvCacheLayout> kv_cache_layout(const ModelSpec& model, const KvCacheOptions& options) {
-  if (options.tp < 1) return Error{fmt::format("--tp {}: must be at least 1", options.tp)};
+  if (options.tp < 1) return Error{fmt::format("@tp {}: must be at least 1", options.tp)};
   if (options.block_size < 0)
-    return Error{fmt::format("--block-size {}: must be a positive number of tokens (vLLM uses 16), or 0 for none",
+    return Error{fmt::format("@block_size {}: must be a positive number of tokens (vLLM uses 16), or 0 for none",
                              options.block_size)};
   auto element = cache_element_bytes(options.dtype);
   if (!element) return element.error();
@@ -151,8 +151,8 @@ Expected<KvCacheLayout> kv_cache_layout(const ModelSpec& model, const KvCacheOpt
 
 Expected<KvCacheReport> estimate_kv_cache(const ModelSpec& model, const KvCacheOptions& options, int64_t context_len,
                                           int64_t batch) {
-  if (context_len < 1) return Error{fmt::format("--context-len {}: must be at least 1 token", context_len)};
-  if (batch < 1) return Error{fmt::format("--batch {}: must be at least 1 sequence", batch)};
+  if (context_len < 1) return Error{fmt::format("@context_len {}: must be at least 1 token", context_len)};
+  if (batch < 1) return Error{fmt::format("@batch {}: must be at least 1 sequence", batch)};
   auto layout = kv_cache_layout(model, options);
   if (!layout) return layout.error();
   try {
@@ -185,7 +185,7 @@ Expected<KvCacheReport> estimate_kv_cache(const ModelSpec& model, const KvCacheO
     report.layout = std::move(*layout);
     return report;
   } catch (const OverflowError&) {
-    return Error{fmt::format("KV cache of {} sequences of {} tokens overflowed int64; check --batch and --context-len",
+    return Error{fmt::format("KV cache of {} sequences of {} tokens overflowed int64; check @batch and @context_len",
                              batch, context_len)};
   }
 }

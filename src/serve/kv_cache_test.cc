@@ -124,13 +124,13 @@ TEST(KvCache, PagedBlocksRoundUpPerSequence) {
 TEST(KvCache, ErrorsNameTheFlag) {
   auto int4 = kv_cache_layout(llama_3_8b(), {.dtype = DType::kINT4});
   ASSERT_FALSE(int4);
-  EXPECT_NE(int4.error().message.find("--kv-dtype int4"), std::string::npos);
+  EXPECT_NE(int4.error().message.find("@kv_dtype int4"), std::string::npos);
   auto tp3 = kv_cache_layout(llama_3_8b(), {.tp = 3});
   ASSERT_FALSE(tp3);
-  EXPECT_NE(tp3.error().message.find("--tp 3"), std::string::npos);
+  EXPECT_NE(tp3.error().message.find("@tp 3"), std::string::npos);
   auto ctx = estimate_kv_cache(llama_3_8b(), {}, 0, 1);
   ASSERT_FALSE(ctx);
-  EXPECT_NE(ctx.error().message.find("--context-len"), std::string::npos);
+  EXPECT_NE(ctx.error().message.find("@context_len"), std::string::npos);
   EXPECT_FALSE(parse_mla_cache_layout("compressed"));
   EXPECT_EQ(*parse_mla_cache_layout("decompressed"), MlaCacheLayout::kDecompressed);
 }

@@ -66,23 +66,23 @@ Expected<ResolvedQuant> resolve_quant(const WeightQuantOptions& q, DType base) {
   ResolvedQuant r;
   r.weight = q.dtype.value_or(base);
   if (!is_quantized(r.weight) && !is_float_storage(r.weight))
-    return Error{fmt::format("--weight-dtype {}: use bf16, fp16, fp32, fp8, int8 or int4", dtype_name(r.weight))};
+    return Error{fmt::format("@weight_dtype {}: use bf16, fp16, fp32, fp8, int8 or int4", dtype_name(r.weight))};
   if (!is_quantized(r.weight)) {
     if (q.group_size || q.zero_points)
-      return Error{fmt::format("--quant-group-size/--quant-zero-point apply to int4, int8 or fp8 weights, not {}",
+      return Error{fmt::format("@quant_group_size/@quant_zero_point apply to int4, int8 or fp8 weights, not {}",
                                dtype_name(r.weight))};
     return r;
   }
   r.group = q.group_size.value_or(r.weight == DType::kFP8 ? -1 : 128);
   if (q.group_size && *q.group_size < 0)
-    return Error{fmt::format("--quant-group-size {}: use a positive group (128) or 0 for one scale per output row",
+    return Error{fmt::format("@quant_group_size {}: use a positive group (128) or 0 for one scale per output row",
                              *q.group_size)};
   r.scale = q.scale_dtype.value_or(r.weight == DType::kFP8 ? DType::kFP32 : DType::kFP16);
   if (!is_float_storage(r.scale))
-    return Error{fmt::format("--quant-scale-dtype {}: use fp16, bf16 or fp32", dtype_name(r.scale))};
+    return Error{fmt::format("@quant_scale_dtype {}: use fp16, bf16 or fp32", dtype_name(r.scale))};
   r.zero_points = q.zero_points;
   if (r.zero_points && r.weight == DType::kFP8)
-    return Error{"--quant-zero-point: fp8 weights are symmetric; drop the flag or use int4/int8"};
+    return Error{"@quant_zero_point: fp8 weights are symmetric; drop the flag or use int4/int8"};
   return r;
 }
 
@@ -208,9 +208,9 @@ Bytes ServeReport::non_torch_bytes() const { return memory.find("non_torch")->by
 
 Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOptions& options) {
   if (auto ok = model.validate(); !ok) return ok.error();
-  if (options.tp < 1) return Error{fmt::format("--tp {}: must be at least 1", options.tp)};
+  if (options.tp < 1) return Error{fmt::format("@tp {}: must be at least 1", options.tp)};
   if (model.num_heads % options.tp != 0)
-    return Error{fmt::format("--tp {}: num_attention_heads ({}) is not divisible by it; valid --tp values: {}",
+    return Error{fmt::format("@tp {}: num_attention_heads ({}) is not divisible by it; valid @tp values: {}",
                              options.tp, model.num_heads, [&] {
                                std::string v;
                                for (int64_t t = 1; t <= model.num_heads; ++t)
@@ -222,28 +222,28 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
     const char* flag;
     int64_t value, lo, hi;
   };
-  const Bound bounds[] = {{"--context-len", options.context_len, 1, int64_t{1} << 24},
-                          {"--batch", options.batch, 1, int64_t{1} << 20},
-                          {"--tp", options.tp, 1, int64_t{1} << 14},
-                          {"--block-size", options.kv.block_size, 0, int64_t{1} << 16},
-                          {"--prefill-chunk", options.prefill_chunk, 0, int64_t{1} << 24}};
+  const Bound bounds[] = {{"@context_len", options.context_len, 1, int64_t{1} << 24},
+                          {"@batch", options.batch, 1, int64_t{1} << 20},
+                          {"@tp", options.tp, 1, int64_t{1} << 14},
+                          {"@block_size", options.kv.block_size, 0, int64_t{1} << 16},
+                          {"@prefill_chunk", options.prefill_chunk, 0, int64_t{1} << 24}};
   for (const auto& b : bounds)
     if (b.value < b.lo || b.value > b.hi)
       return Error{fmt::format("{} {} is out of range; use {}..{}", b.flag, b.value, b.lo, b.hi)};
   if (model.learned_positions && model.max_positions > 0 && options.context_len > model.max_positions)
-    return Error{fmt::format("--context-len {} exceeds the model's learned position table ({} positions); use "
-                             "--context-len <= {}",
+    return Error{fmt::format("@context_len {} exceeds the model's learned position table ({} positions); use "
+                             "@context_len <= {}",
                              options.context_len, model.max_positions, model.max_positions)};
   if (options.weights.group_size && *options.weights.group_size > 0 && model.hidden % *options.weights.group_size != 0)
-    return Error{fmt::format("--quant-group-size {}: groups must divide the input width (hidden_size {}); use e.g. 128",
+    return Error{fmt::format("@quant_group_size {}: groups must divide the input width (hidden_size {}); use e.g. 128",
                              *options.weights.group_size, model.hidden)};
   if (options.prefill_chunk < 0)
-    return Error{fmt::format("--prefill-chunk {}: must be a positive number of tokens, or 0 for the whole context",
+    return Error{fmt::format("@prefill_chunk {}: must be a positive number of tokens, or 0 for the whole context",
                              options.prefill_chunk)};
 
   const DType base = serving_dtype(model, options.dtype, options.weights.dtype);
   if (!is_float_storage(base))
-    return Error{fmt::format("--dtype {}: the activation/base dtype must be bf16, fp16 or fp32", dtype_name(base))};
+    return Error{fmt::format("@dtype {}: the activation/base dtype must be bf16, fp16 or fp32", dtype_name(base))};
   auto quant = resolve_quant(options.weights, base);
   if (!quant) return quant.error();
 
@@ -318,16 +318,16 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
                                     options.flash_attention ? "flash (no score matrix)" : "eager (fp32 scores)"));
     return r;
   } catch (const OverflowError&) {
-    return Error{"serving memory overflowed int64; check --context-len, --batch and the model's sizes"};
+    return Error{"serving memory overflowed int64; check @context_len, @batch and the model's sizes"};
   }
 }
 
 Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeReport& serving,
                                            const CapacityOptions& options) {
   if (options.gpu_memory.count() <= 0)
-    return Error{"--gpu-memory: must be a positive size, e.g. 80GiB, or pick --gpu"};
+    return Error{"@gpu_memory: must be a positive size, e.g. 80GiB, or pick @gpu"};
   if (!(options.utilization > 0.0 && options.utilization <= 1.0))
-    return Error{fmt::format("--gpu-memory-utilization {}: must be in (0, 1], e.g. 0.9", options.utilization)};
+    return Error{fmt::format("@gpu_memory_utilization {}: must be in (0, 1], e.g. 0.9", options.utilization)};
   try {
     CapacityReport c;
     c.gpu_memory = options.gpu_memory;
@@ -372,7 +372,7 @@ Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeRe
     c.context_limited_by_model = model.max_positions > 0 && lo == model.max_positions;
     return c;
   } catch (const OverflowError&) {
-    return Error{"capacity arithmetic overflowed int64; check --gpu-memory"};
+    return Error{"capacity arithmetic overflowed int64; check @gpu_memory"};
   }
 }
 

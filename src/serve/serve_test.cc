@@ -190,17 +190,17 @@ TEST(Capacity, GpuCatalog) {
 TEST(Serve, ErrorsNameTheFlag) {
   auto tp3 = estimate_serving(llama_3_8b(), {.context_len = 1024, .tp = 3});
   ASSERT_FALSE(tp3);
-  EXPECT_NE(tp3.error().message.find("--tp 3"), std::string::npos);
+  EXPECT_NE(tp3.error().message.find("@tp 3"), std::string::npos);
   ServeOptions bad_group{.context_len = 1024};
   bad_group.weights.dtype = DType::kINT4;
   bad_group.weights.group_size = -5;
   auto g = estimate_serving(llama_3_8b(), bad_group);
   ASSERT_FALSE(g);
-  EXPECT_NE(g.error().message.find("--quant-group-size"), std::string::npos);
+  EXPECT_NE(g.error().message.find("@quant_group_size"), std::string::npos);
   auto util = estimate_capacity(llama_3_8b(), serve(llama_3_8b(), {.context_len = 8}),
                                 {.gpu_memory = gib(80), .utilization = 1.5});
   ASSERT_FALSE(util);
-  EXPECT_NE(util.error().message.find("--gpu-memory-utilization"), std::string::npos);
+  EXPECT_NE(util.error().message.find("@gpu_memory_utilization"), std::string::npos);
 }
 
 // DeepSeek-V3 on 8 GPUs with fp8 weights and the latent cache: experts split by TP, latent whole.
