@@ -26,6 +26,7 @@
 #include "util/dtype.h"
 #include "util/expected.h"
 #include "serve/gpu_catalog.h"
+#include "config/training_config.h"  // load_training_config(): a Megatron-LM launch script as input
 #include "model/hf_config.h"  // parse_hf_config(): a config.json given as text
 #include "model/model_spec.h"
 #include "policies/options.h"

@@ -42,7 +42,9 @@ struct TrainingFlags {
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
+  std::string from;                           // a training config (Megatron-LM launch script)
   const CLI::Option* model_option = nullptr;  // to tell an explicit --model from the default
+  const CLI::App* command = nullptr;          // with --from, only the flags given override the file
 };
 
 void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
@@ -74,6 +76,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--num-micro-batches", f.parallel.num_micro_batches, "micro-batches per pipeline flush");
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
+  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line");
+  f.command = cmd;
 }
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
@@ -101,7 +105,7 @@ using TrainingInputs = TrainingSettings;
 
 /// The flags, by name, through the library's option table (option_table.h), which the Python module
 /// shares. Text options go first, in the order their errors were always reported.
-Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
+Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {}) {
   std::vector<std::pair<std::string_view, OptionValue>> named = {
       {"dtype", f.dtype}, {"weight_dtype", f.weight_dtype}};
   if (!f.grad_dtype.empty()) named.emplace_back("grad_dtype", f.grad_dtype);
@@ -126,16 +130,46 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
                              {"num_micro_batches", f.parallel.num_micro_batches}});
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
   if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
-  TrainingInputs in;
-  for (const auto& [name, value] : named)
+  for (const auto& [name, value] : named) {
+    if (!f.from.empty() && f.command->get_option(flag_of(std::string(name)))->count() == 0)
+      continue;  // the config file's value (or the default) stands
     if (auto ok = set_training_option(in, name, value); !ok) return ok.error();
+  }
   return in;
 }
 
 enum class TrainingOutput { kTable, kExplain };
 
+/// --from FILE: the file's settings, echoed on stderr with where each came from, and its warnings.
+Expected<TrainingConfig> read_from(const TrainingFlags& f, TrainingInputs& base) {
+  auto config = load_training_config(f.from);
+  if (!config) return config.error();
+  if (auto ok = apply_training_config(*config, base); !ok) return ok.error();
+  fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, config->format);
+  for (const auto& s : config->settings)
+    fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);
+  for (const auto& m : config->model_from) fmt::print(stderr, "  model: {}\n", m);
+  for (const auto& w : config->warnings) fmt::print(stderr, "actmem: warning: {}\n", w);
+  return config;
+}
+
 int run_training(const TrainingFlags& f, TrainingOutput output) {
-  auto inputs = to_inputs(f);
+  TrainingInputs base;
+  std::optional<TrainingConfig> config;
+  if (!f.from.empty()) {
+    auto read = read_from(f, base);
+    if (!read) return fail(read.error());
+    config = std::move(*read);
+    const bool model_given = f.model_option->count() > 0 || !f.params.empty();
+    if (!config->model && !model_given)
+      return fail(Error{fmt::format("{} does not describe the model (no --num-layers/--hidden-size); add --model "
+                                    "PRESET|config.json",
+                                    f.from)});
+    if (config->model && model_given)
+      fmt::print(stderr, "actmem: warning: the model comes from --model/--params; the architecture in {} is not used\n",
+                 f.from);
+  }
+  auto inputs = to_inputs(f, base);
   if (!inputs) return fail(inputs.error());
   if (auto ok = check_options(inputs->workload, inputs->layout); !ok) return fail(ok.error());
   Expected<PreparedModel> prepared = Error{""};
@@ -147,6 +181,8 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
     auto n = parse_count("--params", f.params);
     if (!n) return fail(n.error());
     prepared = prepare_params_only(*n, inputs->workload);
+  } else if (config && config->model && f.model_option->count() == 0) {
+    prepared = prepare(*config->model, inputs->workload);
   } else {
     auto loaded = load_model(f.model);
     if (!loaded) return fail(loaded.error());
@@ -157,7 +193,9 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
   if (f.json) {
-    fmt::print("{}\n", report_json(*report).dump(2));
+    auto j = report_json(*report);
+    if (config) j["config"] = training_config_json(*config);
+    fmt::print("{}\n", j.dump(2));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));
   } else {
