@@ -4,6 +4,7 @@
 // (report_json, serve_json), and every Error becomes a ValueError with the CLI's one-line message,
 // options spelled as Python keywords (python_message()).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -74,24 +75,51 @@ ModelSpec load(const std::string& model, bool is_json, const std::string& displa
   return spec;
 }
 
-Report training_report(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options) {
+/// The model and options of a training job: `from_config` (a Megatron-LM script) first, if given,
+/// then the keywords on top, as the CLI's --from and flags; `model` (when not empty) over the config's.
+struct TrainingJob {
+  std::optional<TrainingConfig> config;
+  Report report;
+};
+
+TrainingJob training_job(const std::string& model, bool is_json, const std::string& display_name,
+                         const py::dict& options, const std::string& from_config) {
+  TrainingJob job;
   TrainingSettings settings;
+  if (!from_config.empty()) {
+    job.config = value_or_raise(load_training_config(from_config));
+    if (auto ok = apply_training_config(*job.config, settings); !ok) raise(ok.error());
+  }
   for (const auto& [key, value] : options) {
     const auto name = key.cast<std::string>();
     if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) raise(ok.error());
   }
   if (auto ok = check_options(settings.workload, settings.layout); !ok) raise(ok.error());
-  const ModelSpec spec = load(model, is_json, display_name);
+  ModelSpec spec;
+  if (!model.empty() || !job.config) {
+    spec = load(model, is_json, display_name);
+  } else if (job.config->model) {
+    spec = *job.config->model;
+  } else {
+    raise(Error{ErrorKind::kConfig, "", from_config + " does not describe the model (no --num-layers/--hidden-size); "
+                                                      "give model= as well"});
+  }
   const PreparedModel prepared = value_or_raise(prepare(spec, settings.workload));
-  return value_or_raise(explain(prepared, settings.layout));
+  job.report = value_or_raise(explain(prepared, settings.layout));
+  return job;
 }
 
-std::string estimate_json(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options) {
-  return report_json(training_report(model, is_json, display_name, options)).dump();
+std::string estimate_json(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
+                          const std::string& from_config) {
+  auto job = training_job(model, is_json, display_name, options, from_config);
+  auto j = report_json(job.report);
+  if (job.config) j["config"] = training_config_json(*job.config);  // as the CLI's --from adds it
+  return j.dump();
 }
 
-std::string explain_text(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options) {
-  return render_explain(training_report(model, is_json, display_name, options));
+std::string explain_text(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
+                         const std::string& from_config) {
+  return render_explain(training_job(model, is_json, display_name, options, from_config).report);
 }
 
 std::string serve_json_text(const std::string& model, bool is_json, const std::string& display_name,
@@ -129,8 +157,10 @@ py::list option_names(const std::span<const OptionInfo> infos) {
 PYBIND11_MODULE(_native, m) {
   using namespace actmem::python;
   m.doc() = "actmem's C++ library; use the actmem package (actmem/__init__.py)";
-  m.def("estimate_json", &estimate_json, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
-  m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("estimate_json", &estimate_json, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
+        py::arg("from_config") = "");
+  m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
+        py::arg("from_config") = "");
   m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
   m.def("training_options", [] { return option_names(actmem::training_options()); });
   m.def("serve_options", [] { return option_names(actmem::serve_options()); });

@@ -18,7 +18,9 @@ __all__ = ["estimate", "explain", "explain_text", "serve", "presets", "training_
 
 
 def _model(model):
-    """(text, is_json, display_name) for the native layer."""
+    """(text, is_json, display_name) for the native layer; "" is no model (from_config gives it)."""
+    if model is None:
+        return "", False, ""
     if isinstance(model, dict):
         name = model.get("_name_or_path") or "config.json"
         return _json.dumps(model), True, str(name)
@@ -31,19 +33,29 @@ def _model(model):
     raise ValueError(f"model {model!r}: give a preset name, a config.json path, dict or JSON string")
 
 
-def estimate(model, **options):
-    """Peak training memory per GPU, as `actmem estimate --json` prints it (a dict)."""
-    return _json.loads(_native.estimate_json(*_model(model), options))
+def _training(model, from_config):
+    if model is None and from_config is None:
+        raise ValueError("give a model (preset, config.json path, dict or JSON string) or from_config=")
+    return (*_model(model), _os.fspath(from_config) if from_config is not None else "")
 
 
-def explain(model, **options):
+def estimate(model=None, *, from_config=None, **options):
+    """Peak training memory per GPU, as `actmem estimate --json` prints it (a dict).
+    from_config: a Megatron-LM launch script or argument line, as the CLI's --from; its settings come
+    first, keywords override them, and the dict gains "config" (every setting with its source, warnings)."""
+    model, is_json, name, path = _training(model, from_config)
+    return _json.loads(_native.estimate_json(model, is_json, name, options, path))
+
+
+def explain(model=None, *, from_config=None, **options):
     """The same dict as `actmem explain --json` (its terms carry formula, values and bytes)."""
-    return _json.loads(_native.estimate_json(*_model(model), options))
+    return estimate(model, from_config=from_config, **options)
 
 
-def explain_text(model, **options):
+def explain_text(model=None, *, from_config=None, **options):
     """The derivation as `actmem explain` prints it: `label: formula = values = bytes` per term."""
-    return _native.explain_text(*_model(model), options)
+    model, is_json, name, path = _training(model, from_config)
+    return _native.explain_text(model, is_json, name, options, path)
 
 
 def serve(model, **options):

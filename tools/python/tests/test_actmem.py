@@ -233,8 +233,49 @@ def test_unknown_model():
 def test_option_tables_list_the_cli_flags():
     # Every estimate flag of the CLI but --model/--params/--json is a keyword, and no more.
     _, help_text, _ = cli("estimate", "--help")
-    flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "params", "json"}
+    flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "params", "json", "from"}
     assert set(actmem.training_options()) == {f.replace("-", "_") for f in flags}
     _, help_text, _ = cli("serve", "--help")
     flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
     assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags}
+
+
+TRAINING_FILES = [os.path.join(ROOT, "tests", "data", "training", f)
+                  for f in ("megatron_gpt3_175b.sh", "megatron_llama3_8b.sh")]
+
+
+@pytest.mark.parametrize("path", TRAINING_FILES, ids=os.path.basename)
+def test_from_config_equals_cli_from(path):
+    code, out, err = cli("estimate", "--from", path, "--json")
+    assert code == 0, err
+    got = actmem.estimate(from_config=path)
+    assert got == json.loads(out)
+    assert got["config"]["format"] == "megatron"
+    # Keywords override the file, as flags do after --from.
+    code, out, err = cli("estimate", "--from", path, "--recompute", "selective", "--micro-batch", "2", "--json")
+    assert code == 0, err
+    got = actmem.estimate(from_config=path, recompute="selective", micro_batch=2)
+    assert got == json.loads(out)
+    assert got["inputs"]["recompute"] == "selective" and got["inputs"]["micro_batch"] == 2
+
+
+def test_from_config_settings_name_their_source():
+    r = actmem.estimate(from_config=TRAINING_FILES[1])
+    tp = [s for s in r["config"]["settings"] if s["option"] == "dp"]
+    assert tp == [{"option": "dp", "value": 8,
+                   "source": "8 GPUs / (tp 1 x pp 1 x cp 1) from --nproc-per-node 8 (%s:29), --nnodes 1 (%s:29)"
+                             % (TRAINING_FILES[1], TRAINING_FILES[1])}]
+    assert any(w.startswith("--overlap-grad-reduce") for w in r["config"]["warnings"])
+
+
+def test_from_config_errors(tmp_path):
+    bad = tmp_path / "bad.sh"
+    bad.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 1000 --frobnicate 3\n")
+    code, _, err = cli("estimate", "--from", str(bad))
+    assert code == 2
+    with pytest.raises(ValueError) as e:
+        actmem.estimate(from_config=bad)
+    assert str(e.value) == err.strip()[len("actmem: "):]  # the file's own flags stay as written
+    assert "unknown Megatron-LM argument --frobnicate" in str(e.value)
+    with pytest.raises(ValueError, match="give a model"):
+        actmem.estimate()
