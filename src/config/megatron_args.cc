@@ -252,7 +252,7 @@ constexpr ArgRule kRules[] = {
     {"num-attention-heads", Use::kRead}, {"group-query-attention", Use::kRead}, {"num-query-groups", Use::kRead},
     {"kv-channels", Use::kRead}, {"seq-length", Use::kRead}, {"max-position-embeddings", Use::kRead},
     {"vocab-size", Use::kRead}, {"tokenizer-type", Use::kRead}, {"make-vocab-size-divisible-by", Use::kRead},
-    {"swiglu", Use::kRead}, {"normalization", Use::kRead}, {"norm-epsilon", Use::kRead},
+    {"swiglu", Use::kRead}, {"normalization", Use::kRead}, {"norm-epsilon", Use::kNoEffect},
     {"position-embedding-type", Use::kRead}, {"use-rotary-position-embeddings", Use::kRead},
     {"untie-embeddings-and-output-weights", Use::kRead}, {"disable-bias-linear", Use::kRead},
     {"num-experts", Use::kRead}, {"moe-router-topk", Use::kRead}, {"moe-ffn-hidden-size", Use::kRead},
@@ -415,6 +415,22 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
       cfg.warnings.push_back(fmt::format("{}: ignored with tp 1, as Megatron ignores it", in.where("sequence-parallel")));
   }
 
+  // Interleaved pipeline: N layers per virtual stage is L / (pp · N) virtual stages per rank.
+  if (in.has("num-layers-per-virtual-pipeline-stage")) {
+    ACTMEM_TRY(per_stage, in.count("num-layers-per-virtual-pipeline-stage"));
+    if (!in.has("num-layers"))
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: needs --num-layers to give the virtual stages",
+                                                       in.where("num-layers-per-virtual-pipeline-stage"))};
+    ACTMEM_TRY(layers, in.count("num-layers"));
+    if (per_stage < 1 || layers % (pp * per_stage) != 0)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: {} layers do not split into pp {} x {} layers per virtual stage",
+                                                       in.where("num-layers-per-virtual-pipeline-stage"), layers, pp,
+                                                       per_stage)};
+    set("vpp", layers / (pp * per_stage),
+        fmt::format("{} layers / (pp {} x {}) from {}", layers, pp, per_stage,
+                    in.where("num-layers-per-virtual-pipeline-stage")));
+  }
+
   // Data parallelism: the launcher's GPUs over tp·pp·cp (Megatron's world size rule).
   std::optional<int64_t> dp;
   const char* nproc = in.has("nproc-per-node") ? "nproc-per-node" : "nproc_per_node";
@@ -520,7 +536,7 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
   }
 
   // The architecture, when the arguments give it.
-  if (!in.has("num-layers") && !in.has("hidden-size")) return cfg;
+  if (!in.has("hidden-size")) return cfg;  // a layout only (--num-layers may serve --num-layers-per-virtual-...)
   for (const char* need : {"num-layers", "hidden-size", "num-attention-heads"})
     if (!in.has(need))
       return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} is missing; the arguments describe a model only in part "
@@ -620,6 +636,10 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
           {"resid_pdrop", hidden_dropout}, {"attn_pdrop", attention_dropout}, {"embd_pdrop", hidden_dropout},
           {"layer_norm_epsilon", 1e-5}, {"tie_word_embeddings", tied}, {"torch_dtype", torch_dtype}};
     if (!tied) note("untied output layer");
+    if (in.has("kv-channels") && in.count("kv-channels") && *in.count("kv-channels") * heads != hidden)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: a GPT model with head size other than h/a is not read; give it "
+                                                       "with --model config.json",
+                                                       in.where("kv-channels"))};
   } else if (llama) {
     note("Llama (SwiGLU, RoPE, no biases): HF llama layout");
     hf = {{"model_type", "llama"}, {"hidden_size", hidden}, {"num_attention_heads", heads},

@@ -131,6 +131,25 @@ python pretrain_gpt.py ${ARGS[@]} --seq-length=128 \
   EXPECT_EQ(std::get<int64_t>(find(*c, "micro_batch")->value), 2);
 }
 
+// Korthikanti et al. 2022 / Narayanan et al. 2021 interleaving: 96 layers, pp 16, 3 layers per virtual
+// stage -> 2 virtual stages per rank; recompute-method block N -> the first N layers of each stage.
+TEST(MegatronArgs, VirtualStagesAndRecomputation) {
+  auto c = read_megatron_args("--num-layers 96 --pipeline-model-parallel-size 16 "
+                              "--num-layers-per-virtual-pipeline-stage 3 --recompute-granularity full "
+                              "--recompute-method block --recompute-num-layers 2",
+                              "v.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(std::get<int64_t>(find(*c, "vpp")->value), 2);
+  EXPECT_EQ(std::get<std::string>(find(*c, "recompute")->value), "full");
+  EXPECT_EQ(std::get<int64_t>(find(*c, "recompute_layers")->value), 2);
+  EXPECT_EQ(find(*c, "checkpoint_every"), nullptr);
+  EXPECT_FALSE(c->model);  // no --hidden-size: a layout only
+  auto bad = read_megatron_args("--num-layers 96 --pipeline-model-parallel-size 16 --num-layers-per-virtual-pipeline-stage 4",
+                                "w.sh");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("96 layers do not split into pp 16 x 4"), std::string::npos);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);
