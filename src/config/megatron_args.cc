@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -683,14 +681,6 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
   }
   cfg.model = std::move(*model);
   return cfg;
-}
-
-Expected<TrainingConfig> load_training_config(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return Error{ErrorKind::kConfig, "", fmt::format("{}: cannot read the file", path)};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return read_megatron_args(ss.str(), path);
 }
 
 }  // namespace actmem

@@ -1,9 +1,24 @@
 #include "config/training_config.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace actmem {
+
+Expected<TrainingConfig> load_training_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Error{ErrorKind::kConfig, "", fmt::format("{}: cannot read the file", path)};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return read_deepspeed_config(text, path);
+  return read_megatron_args(text, path);
+}
+
 
 Expected<void> apply_training_config(const TrainingConfig& config, TrainingSettings& settings) {
   for (const auto& s : config.settings)

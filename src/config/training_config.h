@@ -30,7 +30,7 @@ struct ConfigSetting {
 };
 
 struct TrainingConfig {
-  std::string format;                 // "megatron"
+  std::string format;                 // "megatron" or "deepspeed"
   std::optional<ModelSpec> model;     // when the config gives the architecture
   std::vector<std::string> model_from;  // how the architecture was read, one line per fact
   std::vector<ConfigSetting> settings;
@@ -44,7 +44,11 @@ struct TrainingConfig {
 /// a GPT model with h = 64 and settings seq_len = 128.
 Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name);
 
-/// A config file by its content: for now a Megatron-LM launch script or argument line.
+/// A DeepSpeed config JSON: ZeRO stage, offload, micro-batch, precision, optimizer. No model.
+Expected<TrainingConfig> read_deepspeed_config(std::string_view json_text, const std::string& name);
+
+/// A config file by its content: a DeepSpeed config (a JSON object) or a Megatron-LM launch script
+/// or argument line.
 Expected<TrainingConfig> load_training_config(const std::string& path);
 
 /// Sets the config's options on `settings` (a front end then sets its own on top). An option the

@@ -244,6 +244,17 @@ TRAINING_FILES = [os.path.join(ROOT, "tests", "data", "training", f)
                   for f in ("megatron_gpt3_175b.sh", "megatron_llama3_8b.sh")]
 
 
+@pytest.mark.parametrize("name", ["deepspeed_zero3_offload.json", "deepspeed_zero2_auto.json"])
+def test_deepspeed_config_with_model_equals_cli(name):
+    path = os.path.join(ROOT, "tests", "data", "training", name)
+    code, out, err = cli("estimate", "--from", path, "--model", "llama-3-8b", "--dp", "8", "--seq-len", "2048", "--json")
+    assert code == 0, err
+    got = actmem.estimate("llama-3-8b", from_config=path, dp=8, seq_len=2048)
+    assert got == json.loads(out)
+    assert got["config"]["format"] == "deepspeed"
+    assert got["inputs"]["offload_optimizer"] is True
+
+
 @pytest.mark.parametrize("path", TRAINING_FILES, ids=os.path.basename)
 def test_from_config_equals_cli_from(path):
     code, out, err = cli("estimate", "--from", path, "--json")
