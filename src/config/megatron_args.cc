@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <map>
 
 #include <fmt/format.h>
@@ -97,11 +98,13 @@ std::optional<int64_t> arithmetic(std::string_view expr) {  // integers with + -
     auto [end, ec] = std::from_chars(expr.data() + i, expr.data() + expr.size(), v);
     if (ec != std::errc{}) return std::nullopt;
     i = static_cast<std::size_t>(end - expr.data());
-    if (op == '+') result += v;
-    else if (op == '-') result -= v;
-    else if (op == '*') result *= v;
-    else if (op == '/' && v != 0) result /= v;
+    bool overflow = false;  // a script's arithmetic is not trusted to fit
+    if (op == '+') overflow = __builtin_add_overflow(result, v, &result);
+    else if (op == '-') overflow = __builtin_sub_overflow(result, v, &result);
+    else if (op == '*') overflow = __builtin_mul_overflow(result, v, &result);
+    else if (op == '/' && v != 0 && !(result == INT64_MIN && v == -1)) result /= v;
     else return std::nullopt;
+    if (overflow) return std::nullopt;
     while (i < expr.size() && expr[i] == ' ') ++i;
     if (i < expr.size()) op = expr[i++];
   }
@@ -314,6 +317,8 @@ const ArgRule* find_rule(std::string_view flag) {
   return nullptr;
 }
 
+constexpr int64_t kMaxCount = (int64_t{1} << 31) - 1;
+
 class Reader {
  public:
   Reader(std::vector<Arg> args, std::string name) : name_(std::move(name)) {
@@ -339,6 +344,9 @@ class Reader {
     auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
     if (ec != std::errc{} || end != t->data() + t->size())
       return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number, got '{}'", where(flag), *t)};
+    // Every count Megatron takes fits 31 bits; the bound keeps the products below inside int64.
+    if (v < 0 || v > kMaxCount)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: {} is out of range; use 0..{}", where(flag), v, kMaxCount)};
     return v;
   }
   Expected<double> real(std::string_view flag) const {
@@ -441,8 +449,9 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
     }
     const int64_t world = per_node * nodes;
     const std::string src = in.where(nproc) + (in.has("nnodes") ? ", " + in.where("nnodes") : "");
-    if (tp * pp * cp > 0 && world % (tp * pp * cp) == 0) {
-      dp = world / (tp * pp * cp);
+    const int64_t model_parallel = tp * pp > kMaxCount ? 0 : tp * pp * cp;  // 0: more GPUs than any launcher has
+    if (model_parallel > 0 && world % model_parallel == 0) {
+      dp = world / model_parallel;
       set("dp", *dp, fmt::format("{} GPUs / (tp {} x pp {} x cp {}) from {}", world, tp, pp, cp, src));
     } else {
       cfg.warnings.push_back(fmt::format("{}: {} GPUs cannot hold tp {} x pp {} x cp {}; data parallelism not read "
@@ -457,7 +466,7 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
       ACTMEM_TRY(m, in.count("micro-batch-size"));
       micro = m;
     }
-    if (dp && micro > 0 && global % (micro * *dp) == 0) {
+    if (dp && micro > 0 && *dp <= kMaxCount && global % (micro * *dp) == 0) {
       set("num_micro_batches", global / (micro * *dp),
           fmt::format("global batch {} / (micro-batch {} x dp {}) from {}", global, micro, *dp,
                       in.where("global-batch-size")));

@@ -194,8 +194,8 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   if (!report) return fail(report.error());
   if (f.json) {
     auto j = report_json(*report);
-    if (config) j["config"] = training_config_json(*config);
-    fmt::print("{}\n", j.dump(2));
+    if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));
   } else {

@@ -114,7 +114,7 @@ std::string estimate_json(const std::string& model, bool is_json, const std::str
   auto job = training_job(model, is_json, display_name, options, from_config);
   auto j = report_json(job.report);
   if (job.config) j["config"] = training_config_json(*job.config);  // as the CLI's --from adds it
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string explain_text(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
