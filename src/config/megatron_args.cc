@@ -373,32 +373,13 @@ class Reader {
 
 }  // namespace
 
-Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name) {
-  Reader in(arguments(text), name);
-  TrainingConfig cfg;
-  cfg.format = "megatron";
-  auto set = [&](std::string option, OptionValue value, std::string source) {
+namespace {
+
+/// TP, PP, CP, EP, SP, virtual stages, sequence and micro-batch; dp and micro-batches per step from the launcher.
+Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
     cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
   };
-
-  // Every argument must be known: one actmem cannot place might change memory.
-  std::vector<std::string_view> known;
-  for (const auto& r : kRules) known.push_back(r.flag);
-  for (const auto& [flag, arg] : in.all()) {
-    const ArgRule* rule = find_rule(flag);
-    if (!rule) {
-      auto guess = closest_name(flag, known);
-      return Error{ErrorKind::kConfig, "",
-                   fmt::format("{}: unknown Megatron-LM argument --{}{}; actmem cannot tell whether it changes memory "
-                               "(remove it from the file, or give the job as actmem flags)",
-                               in.where(flag), flag, guess ? fmt::format(" (did you mean --{}?)", *guess) : "")};
-    }
-    if (rule->use == Use::kNotModelled)
-      cfg.warnings.push_back(fmt::format("{}: not modelled: {}", in.where(flag), rule->why));
-  }
-
-  set("framework", std::string("megatron"), fmt::format("Megatron-LM ({})", name));
-
   // Parallel layout.
   int64_t tp = 1, pp = 1, cp = 1;
   const struct {
@@ -478,6 +459,14 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
     }
   }
 
+  return {};
+}
+
+/// Recomputation, precision, the distributed optimizer, the attention backend, dropout.
+Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
   // Recomputation: Megatron's uniform method checkpoints every N layers, block recomputes the first N.
   if (in.has("recompute-granularity")) {
     ACTMEM_TRY(g, in.text("recompute-granularity"));
@@ -501,7 +490,7 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
   // Precision: with bf16 Megatron accumulates and all-reduces gradients in fp32 (arguments.py sets
   // accumulate_allreduce_grads_in_fp32); fp16 keeps them in fp16 unless asked.
   std::string dtype = "fp32";
-  std::string dtype_src = fmt::format("no --bf16/--fp16 ({})", name);
+  std::string dtype_src = fmt::format("no --bf16/--fp16 ({})", in.name());
   if (in.has("bf16")) {
     dtype = "bf16";
     dtype_src = in.where("bf16");
@@ -542,13 +531,23 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
     }
   }
 
+  return {};
+}
+
+/// The architecture as an HF config (GPT or Llama layout), when the arguments give one.
+Expected<void> read_model(const Reader& in, TrainingConfig& cfg) {
+  int64_t tp = 1;  // the vocabulary is padded per TP rank
+  if (in.has("tensor-model-parallel-size")) {
+    ACTMEM_TRY(t, in.count("tensor-model-parallel-size"));
+    tp = t;
+  }
   // The architecture, when the arguments give it.
-  if (!in.has("hidden-size")) return cfg;  // a layout only (--num-layers may serve --num-layers-per-virtual-...)
+  if (!in.has("hidden-size")) return {};  // a layout only (--num-layers may serve --num-layers-per-virtual-...)
   for (const char* need : {"num-layers", "hidden-size", "num-attention-heads"})
     if (!in.has(need))
       return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} is missing; the arguments describe a model only in part "
                                                        "(add it, or give the model with --model)",
-                                                       name, need)};
+                                                       in.name(), need)};
   ACTMEM_TRY(layers, in.count("num-layers"));
   ACTMEM_TRY(hidden, in.count("hidden-size"));
   ACTMEM_TRY(heads, in.count("num-attention-heads"));
@@ -608,7 +607,7 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
   } else {
     return Error{ErrorKind::kConfig, "", fmt::format("{}: the vocabulary size is not in the arguments (no --vocab-size, no "
                                                      "GPT-2 --vocab-file); add --vocab-size N or give the model with --model",
-                                                     name)};
+                                                     in.name())};
   }
   int64_t divisible = 128;
   if (in.has("make-vocab-size-divisible-by")) {
@@ -677,18 +676,47 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
                  fmt::format("{}: actmem reads Megatron GPT (GeLU, learned positions, biases) and Llama "
                              "(--swiglu --position-embedding-type rope --disable-bias-linear) models; this one mixes "
                              "them (swiglu {}, {} positions, biases {}, {} KV heads); give it with --model",
-                             name, swiglu, pos, bias, kv_heads)};
+                             in.name(), swiglu, pos, bias, kv_heads)};
   }
-  auto model = parse_hf_config(hf.dump(), name);
-  if (!model) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", name, model.error().message)};
+  auto model = parse_hf_config(hf.dump(), in.name());
+  if (!model) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), model.error().message)};
   const NormKind norm_kind = norm == "RMSNorm" ? NormKind::kRMSNorm : NormKind::kLayerNorm;
   if (model->norm != norm_kind) {  // Megatron's LayerNorm has a bias; RMSNorm has none
     model->norm = norm_kind;
     model->norm_bias = norm_kind == NormKind::kLayerNorm;
     note(fmt::format("{} norms ({})", norm, in.has("normalization") ? in.where("normalization") : "Megatron's default"));
-    if (auto ok = model->validate(); !ok) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", name, ok.error().message)};
+    if (auto ok = model->validate(); !ok) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), ok.error().message)};
   }
   cfg.model = std::move(*model);
+  return {};
+}
+
+}  // namespace
+
+Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name) {
+  Reader in(arguments(text), name);
+  TrainingConfig cfg;
+  cfg.format = "megatron";
+  // Every argument must be known: one actmem cannot place might change memory.
+  std::vector<std::string_view> known;
+  for (const auto& r : kRules) known.push_back(r.flag);
+  for (const auto& [flag, arg] : in.all()) {
+    const ArgRule* rule = find_rule(flag);
+    if (!rule) {
+      auto guess = closest_name(flag, known);
+      return Error{ErrorKind::kConfig, "",
+                   fmt::format("{}: unknown Megatron-LM argument --{}{}; actmem cannot tell whether it changes memory "
+                               "(remove it from the file, or give the job as actmem flags)",
+                               in.where(flag), flag, guess ? fmt::format(" (did you mean --{}?)", *guess) : "")};
+    }
+    if (rule->use == Use::kNotModelled)
+      cfg.warnings.push_back(fmt::format("{}: not modelled: {}", in.where(flag), rule->why));
+  }
+
+  cfg.settings.push_back({"framework", std::string("megatron"), fmt::format("Megatron-LM ({})", name)});
+
+  for (auto read : {read_parallel, read_training, read_model})
+    if (auto ok = read(in, cfg); !ok) return ok.error();
   return cfg;
 }
 

@@ -30,7 +30,11 @@ inline constexpr int64_t kDefaultSeqLen = 8192;
 /// A training job's options, filled by name. grad_dtype follows weight_dtype until it is set itself.
 struct TrainingSettings {
   Workload workload;
-  Layout layout{.seq_len = kDefaultSeqLen};
+  Layout layout = [] {
+    Layout l;
+    l.seq_len = kDefaultSeqLen;
+    return l;
+  }();
   bool grad_dtype_set = false;
 };
 
