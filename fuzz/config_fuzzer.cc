@@ -1,5 +1,5 @@
-// libFuzzer target: a config.json must give a model or an Error on any input, never crash, throw,
-// or hit UB; and every model it gives must prepare and evaluate a layout (or refuse it with an
+// libFuzzer target: a config.json (and a Megatron-LM script, a DeepSpeed config) must give a model
+// or an Error on any input, never crash, throw, or hit UB; and every model it gives must prepare and evaluate a layout (or refuse it with an
 // Error) without overflow. Uses the public API only.
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +9,17 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // The training-config readers take the same bytes: a Megatron-LM script, a DeepSpeed JSON.
+  for (auto config : {actmem::read_megatron_args(text, "fuzz.sh"), actmem::read_deepspeed_config(text, "fuzz.json")}) {
+    if (!config) continue;
+    actmem::TrainingSettings settings;
+    if (!actmem::apply_training_config(*config, settings)) continue;
+    (void)actmem::training_config_json(*config).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (config->model) {
+      auto p = actmem::prepare(*config->model, settings.workload);
+      if (p) (void)actmem::explain(*p, settings.layout);
+    }
+  }
   auto spec = actmem::parse_hf_config(text, "fuzz.json");
   if (!spec) return 0;
   auto prepared = actmem::prepare(*spec, {});

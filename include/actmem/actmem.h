@@ -26,13 +26,16 @@
 #include "util/dtype.h"
 #include "util/expected.h"
 #include "serve/gpu_catalog.h"
+#include "config/training_config.h"  // load_training_config(): a Megatron-LM launch script as input
 #include "model/hf_config.h"  // parse_hf_config(): a config.json given as text
 #include "model/model_spec.h"
 #include "policies/options.h"
+#include "policies/option_table.h"  // set_training_option(): options by name (Python keywords)
 #include "model/presets.h"
 #include "serve/serve.h"
 #include "engine/training.h"
 #include "serve/serve_render.h"  // serve_json(), render_serve(): serving's renderers
+#include "serve/serve_request.h"  // ServeRequest, serve(): a serving job as a user states it
 #include "util/spellcheck.h"     // closest_name(): "did you mean ...?" for a front end's own names
 #include "util/text_table.h"     // TextTable, group_digits: the tables every front end prints
 

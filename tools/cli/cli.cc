@@ -19,7 +19,6 @@ namespace actmem::cli {
 namespace {
 
 constexpr const char* kDefaultModel = "llama-3-70b";  // the seed card's 70B at 8k
-constexpr int64_t kDefaultSeqLen = 8192;
 
 /// Raw flag values, parsed into library options by to_training_options().
 struct TrainingFlags {
@@ -45,7 +44,9 @@ struct TrainingFlags {
   std::string reserve = "0";
   bool json = false;
   FitFlags fit;  // --gpu / --gpu-memory: the fit verdict (plan_cli.h)
+  std::string from;                           // a training config (Megatron-LM launch script)
   const CLI::Option* model_option = nullptr;  // to tell an explicit --model from the default
+  const CLI::App* command = nullptr;          // with --from, only the flags given override the file
 };
 
 void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
@@ -84,6 +85,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
   add_fit_flags(cmd, f.fit);
+  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line");
+  f.command = cmd;
 }
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
@@ -99,58 +102,51 @@ int fail(const Error& e) {
   return 2;
 }
 
-struct TrainingInputs {
-  Workload workload;
-  Layout layout;
-};
+using TrainingInputs = TrainingSettings;
 
-Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
-  TrainingInputs in;
-  auto& w = in.workload;
-  auto& l = in.layout;
-  auto dtype = parse_dtype(f.dtype);
-  auto weight = parse_dtype(f.weight_dtype);
-  auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
-  auto framework = kFrameworkNames.parse(f.framework);
-  auto hf_version = kHfVersionNames.parse(f.hf_version);
-  auto attention = kAttentionNames.parse(f.attention);
-  auto recompute = kRecomputeNames.parse(f.recompute);
-  auto optimizer = kOptimizerNames.parse(f.optimizer);
-  auto reserve = f.reserve == "0" ? Expected<Bytes>(Bytes{0}) : parse_size(f.reserve);
-  if (!dtype) return Error{"--dtype: " + dtype.error().message};
-  if (!weight) return Error{"--weight-dtype: " + weight.error().message};
-  if (!grad) return Error{"--grad-dtype: " + grad.error().message};
-  if (!framework) return framework.error();
-  if (!hf_version) return hf_version.error();
-  if (!attention) return attention.error();
-  if (!recompute) return recompute.error();
-  if (!optimizer) return optimizer.error();
-  if (!reserve) return Error{"--reserve: " + reserve.error().message};
-  w.dtype = *dtype;
-  w.weight_dtype = *weight;
-  w.grad_dtype = *grad;
-  w.framework = *framework;
-  w.hf_version = *hf_version;
-  w.attention = *attention;
-  w.optimizer = *optimizer;
-  w.hidden_dropout = f.hidden_dropout;
-  w.attention_dropout = f.attention_dropout;
-  l.seq_len = f.seq_len;
-  l.micro_batch = f.micro_batch;
-  l.parallel = f.parallel;
-  l.recompute = *recompute;
-  l.recompute_layers = f.recompute_layers;
-  l.checkpoint_every = f.checkpoint_every;
-  l.zero_stage = f.zero;
-  l.offload_optimizer = f.offload_optimizer;
-  l.reserve = *reserve;
+/// The flags, by name, through the library's option table (option_table.h), which the Python module
+/// shares. Text options go first, in the order their errors were always reported.
+Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {}) {
+  std::vector<std::pair<std::string_view, OptionValue>> named = {
+      {"dtype", f.dtype}, {"weight_dtype", f.weight_dtype}};
+  if (!f.grad_dtype.empty()) named.emplace_back("grad_dtype", f.grad_dtype);
+  named.insert(named.end(), {{"framework", f.framework},
+                             {"hf_version", f.hf_version},
+                             {"attention", f.attention},
+                             {"recompute", f.recompute},
+                             {"optimizer", f.optimizer},
+                             {"reserve", f.reserve},
+                             {"seq_len", f.seq_len},
+                             {"micro_batch", f.micro_batch},
+                             {"recompute_layers", f.recompute_layers},
+                             {"checkpoint_every", f.checkpoint_every},
+                             {"zero", int64_t{f.zero}},
+                             {"offload_optimizer", f.offload_optimizer},
+                             {"dp", f.parallel.dp},
+                             {"tp", f.parallel.tp},
+                             {"sp", f.parallel.sp},
+                             {"pp", f.parallel.pp},
+                             {"vpp", f.parallel.vpp},
+                             {"cp", f.parallel.cp},
+                             {"ep", f.parallel.ep},
+                             {"num_micro_batches", f.parallel.num_micro_batches},
+                             {"first_stage_layers", f.parallel.first_stage_layers},
+                             {"last_stage_layers", f.parallel.last_stage_layers}});
+  if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
+  if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
+  for (const auto& [name, value] : named) {
+    if (!f.from.empty() && f.command->get_option(flag_of(std::string(name)))->count() == 0)
+      continue;  // the config file's value (or the default) stands
+    if (auto ok = set_training_option(in, name, value); !ok) return ok.error();
+  }
   return in;
 }
 
 enum class TrainingOutput { kTable, kExplain };
 
 /// The flags' model prepared for their workload (--params or --model).
-Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& workload) {
+Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& workload,
+                                      const std::optional<ModelSpec>& from_config = std::nullopt) {
   if (!f.params.empty()) {
     if (f.model_option && f.model_option->count() > 0)
       return Error{"--params and --model both describe the model; give one (--params for static memory only, "
@@ -159,17 +155,46 @@ Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& wo
     if (!n) return n.error();
     return prepare_params_only(*n, workload);
   }
+  if (from_config && f.model_option->count() == 0) return prepare(*from_config, workload);
   auto loaded = load_model(f.model);
   if (!loaded) return loaded.error();
   loaded->name = f.model;
   return prepare(*loaded, workload);
 }
 
+/// --from FILE: the file's settings, echoed on stderr with where each came from, and its warnings.
+Expected<TrainingConfig> read_from(const TrainingFlags& f, TrainingInputs& base) {
+  auto config = load_training_config(f.from);
+  if (!config) return config.error();
+  if (auto ok = apply_training_config(*config, base); !ok) return ok.error();
+  fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, config->format);
+  for (const auto& s : config->settings)
+    fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);
+  for (const auto& m : config->model_from) fmt::print(stderr, "  model: {}\n", m);
+  for (const auto& w : config->warnings) fmt::print(stderr, "actmem: warning: {}\n", w);
+  return config;
+}
+
 int run_training(const TrainingFlags& f, TrainingOutput output) {
-  auto inputs = to_inputs(f);
+  TrainingInputs base;
+  std::optional<TrainingConfig> config;
+  if (!f.from.empty()) {
+    auto read = read_from(f, base);
+    if (!read) return fail(read.error());
+    config = std::move(*read);
+    const bool model_given = f.model_option->count() > 0 || !f.params.empty();
+    if (!config->model && !model_given)
+      return fail(Error{fmt::format("{} does not describe the model (no --num-layers/--hidden-size); add --model "
+                                    "PRESET|config.json",
+                                    f.from)});
+    if (config->model && model_given)
+      fmt::print(stderr, "actmem: warning: the model comes from --model/--params; the architecture in {} is not used\n",
+                 f.from);
+  }
+  auto inputs = to_inputs(f, base);
   if (!inputs) return fail(inputs.error());
   if (auto ok = check_options(inputs->workload, inputs->layout); !ok) return fail(ok.error());
-  auto prepared = prepare_flags(f, inputs->workload);
+  auto prepared = prepare_flags(f, inputs->workload, config ? config->model : std::nullopt);
   if (!prepared) return fail(prepared.error());
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
@@ -178,7 +203,9 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
                           f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
                                                                                       : render_table(*report));
   if (f.json) {
-    fmt::print("{}\n", report_json(*report).dump(2));
+    auto j = report_json(*report);
+    if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));
   } else {

@@ -1,0 +1,723 @@
+// Megatron-LM arguments (megatron/training/arguments.py) -> a model and actmem's training options.
+// The shell handling is what launch scripts need (VAR=..., arrays, ${VAR[@]}, $((a*b)), line
+// continuations, comments, quotes); it is not a shell.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "config/training_config.h"
+#include "model/hf_config.h"
+#include "util/spellcheck.h"
+
+namespace actmem {
+
+namespace {
+
+struct Token {
+  std::string text;
+  int line = 0;
+};
+
+/// Lines of tokens: continuations joined, comments dropped, quotes removed.
+std::vector<std::vector<Token>> tokenize(std::string_view text) {
+  std::vector<std::vector<Token>> lines(1);
+  std::string cur;
+  bool in_token = false;
+  char quote = 0;
+  int line = 1;
+  int token_line = 1;
+  auto flush = [&] {
+    if (in_token) lines.back().push_back({cur, token_line});
+    cur.clear();
+    in_token = false;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        if (c == '\n') ++line;
+        cur += c;
+      }
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {  // continuation
+      flush();
+      ++i;
+      ++line;
+      continue;
+    }
+    if (c == '\n') {
+      flush();
+      lines.emplace_back();
+      ++line;
+      continue;
+    }
+    if (c == '#' && !in_token) {  // a comment to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      flush();
+      continue;
+    }
+    if (!in_token) token_line = line;
+    in_token = true;
+    if (c == '"' || c == '\'') {
+      quote = c;
+      continue;
+    }
+    cur += c;
+  }
+  flush();
+  return lines;
+}
+
+bool is_name(std::string_view s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+/// Shell variables of the script: scalars and arrays (a scalar is a one-element array), each word
+/// with the line it was written on, so an argument spliced from an array names its own line.
+using Vars = std::map<std::string, std::vector<Token>>;
+
+std::optional<int64_t> arithmetic(std::string_view expr) {  // integers with + - * /, left to right
+  int64_t result = 0;
+  char op = '+';
+  std::size_t i = 0;
+  while (i < expr.size()) {
+    while (i < expr.size() && expr[i] == ' ') ++i;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(expr.data() + i, expr.data() + expr.size(), v);
+    if (ec != std::errc{}) return std::nullopt;
+    i = static_cast<std::size_t>(end - expr.data());
+    bool overflow = false;  // a script's arithmetic is not trusted to fit
+    if (op == '+') overflow = __builtin_add_overflow(result, v, &result);
+    else if (op == '-') overflow = __builtin_sub_overflow(result, v, &result);
+    else if (op == '*') overflow = __builtin_mul_overflow(result, v, &result);
+    else if (op == '/' && v != 0 && !(result == INT64_MIN && v == -1)) result /= v;
+    else return std::nullopt;
+    if (overflow) return std::nullopt;
+    while (i < expr.size() && expr[i] == ' ') ++i;
+    if (i < expr.size()) op = expr[i++];
+  }
+  return result;
+}
+
+/// $VAR, ${VAR}, ${VAR[@]} and $((...)) inside one token; unknown variables stay as written.
+std::vector<Token> expand(const Token& word, const Vars& vars) {
+  const std::string& token = word.text;
+  // A token that is exactly one array reference splices the array.
+  for (const std::string& form : {std::string("${"), std::string("$")}) {
+    if (token.rfind(form, 0) != 0) continue;
+    std::string name = token.substr(form.size());
+    if (form == "${") {
+      if (name.empty() || name.back() != '}') continue;
+      name.pop_back();
+      if (name.ends_with("[@]") || name.ends_with("[*]")) name.resize(name.size() - 3);
+    }
+    if (auto it = vars.find(name); it != vars.end() && is_name(name)) return it->second;
+  }
+  std::string out;
+  for (std::size_t i = 0; i < token.size(); ++i) {
+    if (token[i] != '$') {
+      out += token[i];
+      continue;
+    }
+    if (token.compare(i, 3, "$((") == 0) {
+      const auto close = token.find("))", i);
+      if (close != std::string::npos) {
+        std::string inner;
+        for (const auto& part : expand({token.substr(i + 3, close - i - 3), word.line}, vars)) inner += part.text;
+        if (auto v = arithmetic(inner)) {
+          out += std::to_string(*v);
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    std::size_t j = i + 1;
+    std::string name;
+    if (j < token.size() && token[j] == '{') {
+      const auto close = token.find('}', j);
+      if (close == std::string::npos) {
+        out += token[i];
+        continue;
+      }
+      name = token.substr(j + 1, close - j - 1);
+      j = close + 1;
+    } else {
+      while (j < token.size() && (std::isalnum(static_cast<unsigned char>(token[j])) || token[j] == '_')) name += token[j++];
+    }
+    auto it = vars.find(name);
+    if (it == vars.end() || it->second.empty()) {
+      out += token.substr(i, j - i);
+    } else {
+      out += it->second.front().text;
+    }
+    i = j - 1;
+  }
+  return {{out, word.line}};
+}
+
+struct Arg {
+  std::string flag;  // without the leading dashes
+  std::vector<std::string> values;
+  int line = 0;
+};
+
+/// The script's `--flag value...` arguments in order, variables expanded.
+std::vector<Arg> arguments(std::string_view text) {
+  Vars vars;
+  std::vector<Token> words;  // command words, expanded
+  auto lines = tokenize(text);
+  for (std::size_t li = 0; li < lines.size(); ++li) {
+    auto& toks = lines[li];
+    std::size_t k = 0;
+    if (k < toks.size() && toks[k].text == "export") ++k;
+    const auto eq = k < toks.size() ? toks[k].text.find('=') : std::string::npos;
+    if (k < toks.size() && eq != std::string::npos && is_name(toks[k].text.substr(0, eq))) {
+      const std::string name = toks[k].text.substr(0, eq);
+      std::string first = toks[k].text.substr(eq + 1);
+      if (first.rfind("(", 0) == 0) {  // NAME=( a b c ), possibly over several lines
+        std::vector<Token> items;
+        first.erase(0, 1);
+        std::vector<Token> rest{{first, toks[k].line}};
+        rest.insert(rest.end(), toks.begin() + static_cast<std::ptrdiff_t>(k) + 1, toks.end());
+        bool closed = false;
+        while (true) {
+          for (auto& t : rest) {
+            std::string s = t.text;
+            // The closing parenthesis is one without its opening one ($((a*b)) is balanced).
+            if (!s.empty() && s.back() == ')' && std::count(s.begin(), s.end(), ')') > std::count(s.begin(), s.end(), '(')) {
+              s.pop_back();
+              closed = true;
+            }
+            if (!s.empty())
+              for (auto& e : expand({s, t.line}, vars)) items.push_back(e);
+            if (closed) break;
+          }
+          if (closed || li + 1 >= lines.size()) break;
+          rest = lines[++li];
+        }
+        vars[name] = items;
+      } else {
+        vars[name] = expand({first, toks[k].line}, vars);
+      }
+      continue;
+    }
+    for (; k < toks.size(); ++k)
+      for (auto& e : expand(toks[k], vars)) words.push_back(e);
+  }
+  std::vector<Arg> args;
+  bool in_values = false;
+  for (const auto& w : words) {
+    if (w.text.rfind("--", 0) == 0 && w.text.size() > 2) {
+      Arg a;
+      a.line = w.line;
+      const auto eq = w.text.find('=');
+      a.flag = w.text.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) a.values.push_back(w.text.substr(eq + 1));
+      args.push_back(std::move(a));
+      in_values = true;
+    } else if (w.text == "|" || w.text == ";" || w.text == "&&" || w.text.find('>') != std::string::npos) {
+      in_values = false;  // the command ended
+    } else if (in_values && !args.empty()) {
+      args.back().values.push_back(w.text);
+    }
+  }
+  return args;
+}
+
+// What actmem does with each Megatron argument. Model and layout arguments are read; the rest are
+// either without effect on memory (logging, data, learning rate), memory effects actmem does not
+// model (named in a warning), or launcher arguments.
+enum class Use { kRead, kNoEffect, kNotModelled, kLauncher };
+
+struct ArgRule {
+  std::string_view flag;
+  Use use;
+  std::string_view why = "";  // for kNotModelled: what actmem leaves out
+};
+
+constexpr ArgRule kRules[] = {
+    // Model.
+    {"num-layers", Use::kRead}, {"hidden-size", Use::kRead}, {"ffn-hidden-size", Use::kRead},
+    {"num-attention-heads", Use::kRead}, {"group-query-attention", Use::kRead}, {"num-query-groups", Use::kRead},
+    {"kv-channels", Use::kRead}, {"seq-length", Use::kRead}, {"max-position-embeddings", Use::kRead},
+    {"vocab-size", Use::kRead}, {"tokenizer-type", Use::kRead}, {"make-vocab-size-divisible-by", Use::kRead},
+    {"swiglu", Use::kRead}, {"normalization", Use::kRead}, {"norm-epsilon", Use::kNoEffect},
+    {"position-embedding-type", Use::kRead}, {"use-rotary-position-embeddings", Use::kRead},
+    {"untie-embeddings-and-output-weights", Use::kRead}, {"disable-bias-linear", Use::kRead},
+    {"num-experts", Use::kRead}, {"moe-router-topk", Use::kRead}, {"moe-ffn-hidden-size", Use::kRead},
+    {"hidden-dropout", Use::kRead}, {"attention-dropout", Use::kRead},
+    // Layout and precision.
+    {"micro-batch-size", Use::kRead}, {"global-batch-size", Use::kRead},
+    {"tensor-model-parallel-size", Use::kRead}, {"sequence-parallel", Use::kRead},
+    {"pipeline-model-parallel-size", Use::kRead}, {"num-layers-per-virtual-pipeline-stage", Use::kRead},
+    {"context-parallel-size", Use::kRead}, {"expert-model-parallel-size", Use::kRead},
+    {"recompute-granularity", Use::kRead}, {"recompute-method", Use::kRead}, {"recompute-num-layers", Use::kRead},
+    {"use-distributed-optimizer", Use::kRead}, {"bf16", Use::kRead}, {"fp16", Use::kRead},
+    {"accumulate-allreduce-grads-in-fp32", Use::kRead}, {"grad-reduce-in-bf16", Use::kRead}, {"optimizer", Use::kRead},
+    {"use-flash-attn", Use::kRead}, {"attention-backend", Use::kRead},
+    // No effect on the memory of a training step.
+    {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
+    {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
+    {"adam-eps", Use::kNoEffect}, {"init-method-std", Use::kNoEffect}, {"clip-grad", Use::kNoEffect},
+    {"lr", Use::kNoEffect}, {"lr-decay-style", Use::kNoEffect}, {"min-lr", Use::kNoEffect},
+    {"lr-warmup-fraction", Use::kNoEffect}, {"lr-warmup-iters", Use::kNoEffect}, {"lr-decay-iters", Use::kNoEffect},
+    {"lr-warmup-samples", Use::kNoEffect}, {"lr-decay-samples", Use::kNoEffect},
+    {"data-path", Use::kNoEffect}, {"vocab-file", Use::kNoEffect}, {"merge-file", Use::kNoEffect},
+    {"tokenizer-model", Use::kNoEffect}, {"split", Use::kNoEffect}, {"data-cache-path", Use::kNoEffect},
+    {"log-interval", Use::kNoEffect}, {"save-interval", Use::kNoEffect}, {"eval-interval", Use::kNoEffect},
+    {"eval-iters", Use::kNoEffect}, {"save", Use::kNoEffect}, {"load", Use::kNoEffect},
+    {"tensorboard-dir", Use::kNoEffect}, {"seed", Use::kNoEffect}, {"distributed-backend", Use::kNoEffect},
+    {"log-throughput", Use::kNoEffect}, {"log-timers-to-tensorboard", Use::kNoEffect},
+    {"log-validation-ppl-to-tensorboard", Use::kNoEffect}, {"wandb-project", Use::kNoEffect},
+    {"wandb-exp-name", Use::kNoEffect}, {"exit-duration-in-mins", Use::kNoEffect}, {"no-mmap-bin-files", Use::kNoEffect},
+    {"mock-data", Use::kNoEffect}, {"use-mcore-models", Use::kNoEffect}, {"transformer-impl", Use::kNoEffect},
+    {"ckpt-format", Use::kNoEffect}, {"timing-log-level", Use::kNoEffect}, {"log-params-norm", Use::kNoEffect},
+    {"log-num-zeros-in-grad", Use::kNoEffect}, {"rotary-base", Use::kNoEffect}, {"rotary-percent", Use::kNoEffect},
+    {"apply-layernorm-1p", Use::kNoEffect}, {"decoupled-lr", Use::kNoEffect}, {"decoupled-min-lr", Use::kNoEffect},
+    {"calculate-per-token-loss", Use::kNoEffect}, {"manual-gc", Use::kNoEffect}, {"profile", Use::kNoEffect},
+    {"profile-step-start", Use::kNoEffect}, {"profile-step-end", Use::kNoEffect},
+    {"distributed-timeout-minutes", Use::kNoEffect}, {"wandb-save-dir", Use::kNoEffect},
+    {"tiktoken-pattern", Use::kNoEffect}, {"no-create-attention-mask-in-dataloader", Use::kNoEffect},
+    {"num-workers", Use::kNoEffect},
+    // Memory effects actmem does not model.
+    {"overlap-grad-reduce", Use::kNotModelled, "communication buckets of the overlapped gradient reduction"},
+    {"overlap-param-gather", Use::kNotModelled, "communication buckets of the overlapped parameter gather"},
+    {"no-masked-softmax-fusion", Use::kNotModelled, "the unfused softmax's extra tensors"},
+    {"no-bias-gelu-fusion", Use::kNotModelled, "the unfused bias-GeLU's extra tensor"},
+    {"no-bias-dropout-fusion", Use::kNotModelled, "the unfused bias-dropout-add's extra tensor"},
+    {"no-gradient-accumulation-fusion", Use::kNotModelled, "a separate weight-gradient buffer"},
+    {"fp8-format", Use::kNotModelled, "FP8 activations and weight copies (counted in the 16-bit dtype)"},
+    {"fp8-amax-history-len", Use::kNotModelled, "FP8 scaling history"},
+    {"fp8-amax-compute-algo", Use::kNotModelled, "FP8 scaling history"},
+    {"cross-entropy-loss-fusion", Use::kNotModelled, "the fused loss's smaller logits transient"},
+    {"tp-comm-overlap", Use::kNotModelled, "userbuffers for TP communication overlap"},
+    {"empty-unused-memory-level", Use::kNotModelled, "emptying PyTorch's cache between steps (allocator state, not tensors)"},
+    // Launcher (torchrun).
+    {"nproc_per_node", Use::kLauncher}, {"nnodes", Use::kLauncher}, {"node_rank", Use::kLauncher},
+    {"master_addr", Use::kLauncher}, {"master_port", Use::kLauncher}, {"rdzv_id", Use::kLauncher},
+    {"rdzv_backend", Use::kLauncher}, {"rdzv_endpoint", Use::kLauncher}, {"nproc-per-node", Use::kLauncher},
+    {"node-rank", Use::kLauncher}, {"master-addr", Use::kLauncher}, {"master-port", Use::kLauncher},
+};
+
+const ArgRule* find_rule(std::string_view flag) {
+  for (const auto& r : kRules)
+    if (r.flag == flag) return &r;
+  return nullptr;
+}
+
+constexpr int64_t kMaxCount = (int64_t{1} << 31) - 1;
+
+class Reader {
+ public:
+  Reader(std::vector<Arg> args, std::string name) : name_(std::move(name)) {
+    for (auto& a : args) args_[a.flag] = std::move(a);  // argparse: the last one wins
+  }
+
+  bool has(std::string_view flag) const { return args_.count(std::string(flag)) > 0; }
+  std::string where(std::string_view flag) const {
+    const auto& a = args_.at(std::string(flag));
+    std::string text = "--" + a.flag;
+    for (const auto& v : a.values) text += " " + v;
+    return fmt::format("{} ({}:{})", text, name_, a.line);
+  }
+  Expected<std::string> text(std::string_view flag) const {
+    const auto& a = args_.at(std::string(flag));
+    if (a.values.empty()) return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} needs a value", where(flag), flag)};
+    return a.values.front();
+  }
+  Expected<int64_t> count(std::string_view flag) const {
+    auto t = text(flag);
+    if (!t) return t.error();
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+    if (ec != std::errc{} || end != t->data() + t->size())
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number, got '{}'", where(flag), *t)};
+    // Every count Megatron takes fits 31 bits; the bound keeps the products below inside int64.
+    if (v < 0 || v > kMaxCount)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: {} is out of range; use 0..{}", where(flag), v, kMaxCount)};
+    return v;
+  }
+  Expected<double> real(std::string_view flag) const {
+    auto t = text(flag);
+    if (!t) return t.error();
+    char* end = nullptr;
+    const double v = std::strtod(t->c_str(), &end);
+    if (end == t->c_str() || *end != '\0')
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a number, got '{}'", where(flag), *t)};
+    return v;
+  }
+  const std::map<std::string, Arg>& all() const { return args_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::map<std::string, Arg> args_;
+  std::string name_;
+};
+
+#define ACTMEM_TRY(var, expr)        \
+  auto var##_r = (expr);             \
+  if (!var##_r) return var##_r.error(); \
+  auto var = *var##_r
+
+}  // namespace
+
+namespace {
+
+/// TP, PP, CP, EP, SP, virtual stages, sequence and micro-batch; dp and micro-batches per step from the launcher.
+Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  // Parallel layout.
+  int64_t tp = 1, pp = 1, cp = 1;
+  const struct {
+    std::string_view flag;
+    std::string_view option;
+    int64_t* keep;
+  } counts[] = {{"tensor-model-parallel-size", "tp", &tp},   {"pipeline-model-parallel-size", "pp", &pp},
+                {"context-parallel-size", "cp", &cp},        {"expert-model-parallel-size", "ep", nullptr},
+                {"seq-length", "seq_len", nullptr},          {"micro-batch-size", "micro_batch", nullptr}};
+  for (const auto& c : counts) {
+    if (!in.has(c.flag)) continue;
+    ACTMEM_TRY(v, in.count(c.flag));
+    if (c.keep) *c.keep = v;
+    set(std::string(c.option), v, in.where(c.flag));
+  }
+  if (in.has("sequence-parallel")) {
+    if (tp > 1)
+      set("sp", true, in.where("sequence-parallel"));
+    else  // as Megatron does (arguments.py: "Disabling sequence parallelism because tensor model parallelism is disabled")
+      cfg.warnings.push_back(fmt::format("{}: ignored with tp 1, as Megatron ignores it", in.where("sequence-parallel")));
+  }
+
+  // Interleaved pipeline: N layers per virtual stage is L / (pp · N) virtual stages per rank.
+  if (in.has("num-layers-per-virtual-pipeline-stage")) {
+    ACTMEM_TRY(per_stage, in.count("num-layers-per-virtual-pipeline-stage"));
+    if (!in.has("num-layers"))
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: needs --num-layers to give the virtual stages",
+                                                       in.where("num-layers-per-virtual-pipeline-stage"))};
+    ACTMEM_TRY(layers, in.count("num-layers"));
+    if (per_stage < 1 || layers % (pp * per_stage) != 0)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: {} layers do not split into pp {} x {} layers per virtual stage",
+                                                       in.where("num-layers-per-virtual-pipeline-stage"), layers, pp,
+                                                       per_stage)};
+    set("vpp", layers / (pp * per_stage),
+        fmt::format("{} layers / (pp {} x {}) from {}", layers, pp, per_stage,
+                    in.where("num-layers-per-virtual-pipeline-stage")));
+  }
+
+  // Data parallelism: the launcher's GPUs over tp·pp·cp (Megatron's world size rule).
+  std::optional<int64_t> dp;
+  const char* nproc = in.has("nproc-per-node") ? "nproc-per-node" : "nproc_per_node";
+  if (in.has(nproc)) {
+    ACTMEM_TRY(per_node, in.count(nproc));
+    int64_t nodes = 1;
+    if (in.has("nnodes")) {
+      ACTMEM_TRY(n, in.count("nnodes"));
+      nodes = n;
+    }
+    const int64_t world = per_node * nodes;
+    const std::string src = in.where(nproc) + (in.has("nnodes") ? ", " + in.where("nnodes") : "");
+    const int64_t model_parallel = tp * pp > kMaxCount ? 0 : tp * pp * cp;  // 0: more GPUs than any launcher has
+    if (model_parallel > 0 && world % model_parallel == 0) {
+      dp = world / model_parallel;
+      set("dp", *dp, fmt::format("{} GPUs / (tp {} x pp {} x cp {}) from {}", world, tp, pp, cp, src));
+    } else {
+      cfg.warnings.push_back(fmt::format("{}: {} GPUs cannot hold tp {} x pp {} x cp {}; data parallelism not read "
+                                         "(give --dp)",
+                                         src, world, tp, pp, cp));
+    }
+  }
+  if (in.has("global-batch-size")) {
+    ACTMEM_TRY(global, in.count("global-batch-size"));
+    int64_t micro = 1;
+    if (in.has("micro-batch-size")) {
+      ACTMEM_TRY(m, in.count("micro-batch-size"));
+      micro = m;
+    }
+    if (dp && micro > 0 && *dp <= kMaxCount && global % (micro * *dp) == 0) {
+      set("num_micro_batches", global / (micro * *dp),
+          fmt::format("global batch {} / (micro-batch {} x dp {}) from {}", global, micro, *dp,
+                      in.where("global-batch-size")));
+    } else {
+      cfg.warnings.push_back(fmt::format("{}: micro-batches per step not read (needs the data-parallel size from "
+                                         "torchrun's --nproc_per_node/--nnodes); actmem assumes as many as the "
+                                         "pipeline holds",
+                                         in.where("global-batch-size")));
+    }
+  }
+
+  return {};
+}
+
+/// Recomputation, precision, the distributed optimizer, the attention backend, dropout.
+Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  // Recomputation: Megatron's uniform method checkpoints every N layers, block recomputes the first N.
+  if (in.has("recompute-granularity")) {
+    ACTMEM_TRY(g, in.text("recompute-granularity"));
+    set("recompute", g, in.where("recompute-granularity"));
+    if (g == "full" && in.has("recompute-num-layers")) {
+      ACTMEM_TRY(n, in.count("recompute-num-layers"));
+      std::string method = "uniform";
+      if (in.has("recompute-method")) {
+        ACTMEM_TRY(m, in.text("recompute-method"));
+        method = m;
+      }
+      if (method == "block")
+        set("recompute_layers", n, in.where("recompute-num-layers") + ", --recompute-method block");
+      else if (method == "uniform")
+        set("checkpoint_every", n, in.where("recompute-num-layers") + ", --recompute-method uniform");
+      else
+        return Error{ErrorKind::kConfig, "", fmt::format("{}: use uniform or block", in.where("recompute-method"))};
+    }
+  }
+
+  // Precision: with bf16 Megatron accumulates and all-reduces gradients in fp32 (arguments.py sets
+  // accumulate_allreduce_grads_in_fp32); fp16 keeps them in fp16 unless asked.
+  std::string dtype = "fp32";
+  std::string dtype_src = fmt::format("no --bf16/--fp16 ({})", in.name());
+  if (in.has("bf16")) {
+    dtype = "bf16";
+    dtype_src = in.where("bf16");
+  } else if (in.has("fp16")) {
+    dtype = "fp16";
+    dtype_src = in.where("fp16");
+  }
+  set("dtype", dtype, dtype_src);
+  set("weight_dtype", dtype, dtype_src);
+  if (dtype == "bf16" && in.has("grad-reduce-in-bf16"))
+    set("grad_dtype", std::string("bf16"), in.where("grad-reduce-in-bf16"));
+  else if (dtype == "bf16")
+    set("grad_dtype", std::string("fp32"), dtype_src + ": Megatron accumulates bf16 gradients in fp32");
+  else if (dtype == "fp16" && in.has("accumulate-allreduce-grads-in-fp32"))
+    set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
+  if (in.has("use-distributed-optimizer"))
+    set("zero", int64_t{1}, in.where("use-distributed-optimizer") + ": optimizer state and fp32 master sharded over dp");
+  if (in.has("optimizer")) {
+    ACTMEM_TRY(o, in.text("optimizer"));
+    if (o == "adam") set("optimizer", std::string("adamw"), in.where("optimizer"));
+    else if (o == "sgd") set("optimizer", std::string("sgd"), in.where("optimizer"));
+    else cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
+  }
+  if (in.has("attention-backend")) {
+    ACTMEM_TRY(b, in.text("attention-backend"));
+    if (b == "unfused" || b == "local") set("attention", std::string("eager"), in.where("attention-backend"));
+    else set("attention", std::string("flash"), in.where("attention-backend"));
+  } else if (in.has("use-flash-attn")) {
+    set("attention", std::string("flash"), in.where("use-flash-attn"));
+  }
+  // Megatron's dropout defaults are 0.1 (arguments.py); llama-style recipes set 0.
+  for (const auto& [flag, option] : {std::pair{"hidden-dropout", "hidden_dropout"}, {"attention-dropout", "attention_dropout"}}) {
+    if (in.has(flag)) {
+      ACTMEM_TRY(p, in.real(flag));
+      set(option, p, in.where(flag));
+    } else {
+      set(option, 0.1, fmt::format("Megatron's default (no --{})", flag));
+    }
+  }
+
+  return {};
+}
+
+/// The architecture as an HF config (GPT or Llama layout), when the arguments give one.
+Expected<void> read_model(const Reader& in, TrainingConfig& cfg) {
+  int64_t tp = 1;  // the vocabulary is padded per TP rank
+  if (in.has("tensor-model-parallel-size")) {
+    ACTMEM_TRY(t, in.count("tensor-model-parallel-size"));
+    tp = t;
+  }
+  // The architecture, when the arguments give it.
+  if (!in.has("hidden-size")) return {};  // a layout only (--num-layers may serve --num-layers-per-virtual-...)
+  for (const char* need : {"num-layers", "hidden-size", "num-attention-heads"})
+    if (!in.has(need))
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} is missing; the arguments describe a model only in part "
+                                                       "(add it, or give the model with --model)",
+                                                       in.name(), need)};
+  ACTMEM_TRY(layers, in.count("num-layers"));
+  ACTMEM_TRY(hidden, in.count("hidden-size"));
+  ACTMEM_TRY(heads, in.count("num-attention-heads"));
+  auto note = [&](std::string fact) { cfg.model_from.push_back(std::move(fact)); };
+  note(in.where("num-layers"));
+  note(in.where("hidden-size"));
+  note(in.where("num-attention-heads"));
+  const bool swiglu = in.has("swiglu");
+  std::string norm = "LayerNorm";
+  if (in.has("normalization")) {
+    ACTMEM_TRY(n, in.text("normalization"));
+    norm = n;
+    note(in.where("normalization"));
+  }
+  std::string pos = in.has("use-rotary-position-embeddings") ? "rope" : "learned_absolute";
+  if (in.has("position-embedding-type")) {
+    ACTMEM_TRY(p, in.text("position-embedding-type"));
+    pos = p;
+    note(in.where("position-embedding-type"));
+  }
+  const bool bias = !in.has("disable-bias-linear");
+  int64_t ffn = swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden;  // Megatron's defaults
+  if (in.has("ffn-hidden-size")) {
+    ACTMEM_TRY(f, in.count("ffn-hidden-size"));
+    ffn = f;
+    note(in.where("ffn-hidden-size"));
+  } else {
+    note(fmt::format("ffn_hidden_size {} = Megatron's default ({})", ffn, swiglu ? "int(8h/3 / 64)·64 with --swiglu" : "4h"));
+  }
+  int64_t kv_heads = heads;
+  if (in.has("group-query-attention")) {
+    if (!in.has("num-query-groups"))
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: --group-query-attention needs --num-query-groups", in.where("group-query-attention"))};
+    ACTMEM_TRY(g, in.count("num-query-groups"));
+    kv_heads = g;
+    note(in.where("num-query-groups"));
+  }
+  int64_t seq = kDefaultSeqLen;
+  if (in.has("seq-length")) {
+    ACTMEM_TRY(s, in.count("seq-length"));
+    seq = s;
+  }
+  int64_t positions = seq;
+  if (in.has("max-position-embeddings")) {
+    ACTMEM_TRY(p, in.count("max-position-embeddings"));
+    positions = p;
+  }
+  // Vocabulary: given, or the GPT-2 BPE's 50257; then padded as Megatron pads it
+  // (_vocab_size_with_padding: a multiple of make_vocab_size_divisible_by × tp).
+  int64_t vocab = 0;
+  if (in.has("vocab-size")) {
+    ACTMEM_TRY(v, in.count("vocab-size"));
+    vocab = v;
+  } else if (in.has("vocab-file") || (in.has("tokenizer-type") && in.text("tokenizer-type") &&
+                                      *in.text("tokenizer-type") == "GPT2BPETokenizer")) {
+    vocab = 50257;
+  } else {
+    return Error{ErrorKind::kConfig, "", fmt::format("{}: the vocabulary size is not in the arguments (no --vocab-size, no "
+                                                     "GPT-2 --vocab-file); add --vocab-size N or give the model with --model",
+                                                     in.name())};
+  }
+  int64_t divisible = 128;
+  if (in.has("make-vocab-size-divisible-by")) {
+    ACTMEM_TRY(d, in.count("make-vocab-size-divisible-by"));
+    divisible = d;
+  }
+  const int64_t multiple = std::max<int64_t>(1, divisible * tp);
+  const int64_t padded = (vocab + multiple - 1) / multiple * multiple;
+  note(fmt::format("vocabulary {} padded to {} (a multiple of {} x tp {}, as Megatron pads it){}", vocab, padded,
+                   divisible, tp, in.has("vocab-size") ? " from " + in.where("vocab-size") : " (GPT-2 BPE)"));
+  const bool tied = !in.has("untie-embeddings-and-output-weights");
+  double hidden_dropout = 0.1, attention_dropout = 0.1;
+  if (in.has("hidden-dropout")) hidden_dropout = in.real("hidden-dropout").value();
+  if (in.has("attention-dropout")) attention_dropout = in.real("attention-dropout").value();
+  const char* torch_dtype = in.has("bf16") ? "bfloat16" : in.has("fp16") ? "float16" : "float32";
+
+  nlohmann::json hf;
+  // Two bases, by MLP, positions and biases; the norm is Megatron's --normalization on either.
+  const bool gpt = !swiglu && pos == "learned_absolute" && bias && kv_heads == heads;
+  const bool llama = swiglu && pos == "rope" && !bias;
+  if (norm != "LayerNorm" && norm != "RMSNorm")
+    return Error{ErrorKind::kConfig, "", fmt::format("{}: use LayerNorm or RMSNorm", in.where("normalization"))};
+  if (in.has("num-experts") && !llama)
+    return Error{ErrorKind::kConfig, "", fmt::format("{}: actmem reads Megatron MoE models of the Mixtral kind "
+                                                     "(--swiglu, rope, --disable-bias-linear); give this one "
+                                                     "with --model config.json",
+                                                     in.where("num-experts"))};
+  if (gpt) {
+    note("GPT (GeLU, learned positions, biases): HF gpt2 layout");
+    hf = {{"model_type", "gpt2"}, {"n_embd", hidden}, {"n_head", heads}, {"n_layer", layers},
+          {"n_inner", ffn}, {"n_positions", positions}, {"vocab_size", padded}, {"activation_function", "gelu"},
+          {"resid_pdrop", hidden_dropout}, {"attn_pdrop", attention_dropout}, {"embd_pdrop", hidden_dropout},
+          {"layer_norm_epsilon", 1e-5}, {"tie_word_embeddings", tied}, {"torch_dtype", torch_dtype}};
+    if (!tied) note("untied output layer");
+    if (in.has("kv-channels") && in.count("kv-channels") && *in.count("kv-channels") * heads != hidden)
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: a GPT model with head size other than h/a is not read; give it "
+                                                       "with --model config.json",
+                                                       in.where("kv-channels"))};
+  } else if (llama) {
+    note("Llama (SwiGLU, RoPE, no biases): HF llama layout");
+    hf = {{"model_type", "llama"}, {"hidden_size", hidden}, {"num_attention_heads", heads},
+          {"num_key_value_heads", kv_heads}, {"num_hidden_layers", layers}, {"intermediate_size", ffn},
+          {"max_position_embeddings", positions}, {"vocab_size", padded}, {"hidden_act", "silu"},
+          {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", tied}, {"torch_dtype", torch_dtype},
+          {"attention_dropout", attention_dropout}};
+    if (in.has("kv-channels")) {
+      ACTMEM_TRY(d, in.count("kv-channels"));
+      hf["head_dim"] = d;
+      note(in.where("kv-channels"));
+    }
+    if (in.has("num-experts")) {
+      ACTMEM_TRY(e, in.count("num-experts"));
+      int64_t topk = 2;
+      if (in.has("moe-router-topk")) {
+        ACTMEM_TRY(k, in.count("moe-router-topk"));
+        topk = k;
+      }
+      hf["model_type"] = "mixtral";
+      hf["num_local_experts"] = e;
+      hf["num_experts_per_tok"] = topk;
+      if (in.has("moe-ffn-hidden-size")) hf["intermediate_size"] = in.count("moe-ffn-hidden-size").value();
+      note(fmt::format("{} experts, top-{}: HF mixtral layout", e, topk));
+    }
+  } else {
+    return Error{ErrorKind::kConfig, "",
+                 fmt::format("{}: actmem reads Megatron GPT (GeLU, learned positions, biases) and Llama "
+                             "(--swiglu --position-embedding-type rope --disable-bias-linear) models; this one mixes "
+                             "them (swiglu {}, {} positions, biases {}, {} KV heads); give it with --model",
+                             in.name(), swiglu, pos, bias, kv_heads)};
+  }
+  auto model = parse_hf_config(hf.dump(), in.name());
+  if (!model) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), model.error().message)};
+  const NormKind norm_kind = norm == "RMSNorm" ? NormKind::kRMSNorm : NormKind::kLayerNorm;
+  if (model->norm != norm_kind) {  // Megatron's LayerNorm has a bias; RMSNorm has none
+    model->norm = norm_kind;
+    model->norm_bias = norm_kind == NormKind::kLayerNorm;
+    note(fmt::format("{} norms ({})", norm, in.has("normalization") ? in.where("normalization") : "Megatron's default"));
+    if (auto ok = model->validate(); !ok) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), ok.error().message)};
+  }
+  cfg.model = std::move(*model);
+  return {};
+}
+
+}  // namespace
+
+Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name) {
+  Reader in(arguments(text), name);
+  TrainingConfig cfg;
+  cfg.format = "megatron";
+  // Every argument must be known: one actmem cannot place might change memory.
+  std::vector<std::string_view> known;
+  for (const auto& r : kRules) known.push_back(r.flag);
+  for (const auto& [flag, arg] : in.all()) {
+    const ArgRule* rule = find_rule(flag);
+    if (!rule) {
+      auto guess = closest_name(flag, known);
+      return Error{ErrorKind::kConfig, "",
+                   fmt::format("{}: unknown Megatron-LM argument --{}{}; actmem cannot tell whether it changes memory "
+                               "(remove it from the file, or give the job as actmem flags)",
+                               in.where(flag), flag, guess ? fmt::format(" (did you mean --{}?)", *guess) : "")};
+    }
+    if (rule->use == Use::kNotModelled)
+      cfg.warnings.push_back(fmt::format("{}: not modelled: {}", in.where(flag), rule->why));
+  }
+
+  cfg.settings.push_back({"framework", std::string("megatron"), fmt::format("Megatron-LM ({})", name)});
+
+  for (auto read : {read_parallel, read_training, read_model})
+    if (auto ok = read(in, cfg); !ok) return ok.error();
+  return cfg;
+}
+
+}  // namespace actmem

@@ -1,0 +1,165 @@
+#include "config/training_config.h"
+
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "actmem/actmem.h"
+
+namespace actmem {
+namespace {
+
+const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+
+const ConfigSetting* find(const TrainingConfig& c, std::string_view option) {
+  const ConfigSetting* found = nullptr;
+  for (const auto& s : c.settings)
+    if (s.option == option) found = &s;
+  return found;
+}
+
+Report report_of(const ModelSpec& model, const TrainingSettings& s) {
+  auto prepared = prepare(model, s.workload);
+  EXPECT_TRUE(prepared) << prepared.error().message;
+  auto r = explain(*prepared, s.layout);
+  EXPECT_TRUE(r) << r.error().message;
+  return *r;
+}
+
+// Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh: TP 8 x PP 16, fp16, s 2048, GPT-2 BPE.
+TEST(MegatronArgs, Gpt3_175bExample) {
+  auto c = load_training_config(kData + "megatron_gpt3_175b.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.framework, Framework::kMegatron);
+  EXPECT_EQ(s.layout.parallel.tp, 8);
+  EXPECT_EQ(s.layout.parallel.pp, 16);
+  EXPECT_EQ(s.layout.parallel.dp, 1);  // 8 GPUs cannot hold 8 x 16: not read, with a warning
+  EXPECT_FALSE(s.layout.parallel.sp);
+  EXPECT_EQ(s.layout.seq_len, 2048);
+  EXPECT_EQ(s.layout.micro_batch, 1);
+  EXPECT_EQ(s.workload.dtype, DType::kFP16);
+  EXPECT_EQ(s.workload.weight_dtype, DType::kFP16);
+  EXPECT_EQ(s.workload.grad_dtype, DType::kFP16);
+  EXPECT_EQ(s.layout.zero_stage, 0);
+  EXPECT_EQ(s.workload.hidden_dropout, 0.1);  // Megatron's default
+  EXPECT_EQ(find(*c, "tp")->source, "--tensor-model-parallel-size 8 (" + kData + "megatron_gpt3_175b.sh:12)");
+  ASSERT_EQ(c->warnings.size(), 2u);
+  EXPECT_NE(c->warnings[0].find("8 GPUs cannot hold tp 8 x pp 16"), std::string::npos);
+  EXPECT_NE(c->warnings[1].find("--global-batch-size 1536"), std::string::npos);
+
+  ASSERT_TRUE(c->model);
+  const ModelSpec& m = *c->model;
+  EXPECT_EQ(m.num_layers, 96);
+  EXPECT_EQ(m.hidden, 12288);
+  EXPECT_EQ(m.num_heads, 96);
+  EXPECT_EQ(m.vocab, 51200);  // 50257 padded to a multiple of 128 x 8, as Megatron pads it
+  EXPECT_TRUE(m.tied_embeddings);
+  const Report r = report_of(m, s);
+  // Narayanan et al. 2021 (eq. for P) plus the final LayerNorm: 12·L·h² + 13·L·h + (V + s)·h + 2·h.
+  const int64_t L = 96, h = 12288, V = 51200, seq = 2048;
+  EXPECT_EQ(r.estimate.params.total(), 12 * L * h * h + 13 * L * h + (V + seq) * h + 2 * h);
+  // The bytes: the same job spelled as flags on the gpt-175b preset (Korthikanti et al. 2022 Table 3).
+  TrainingSettings flags;
+  for (const auto& [name, value] : std::initializer_list<std::pair<std::string_view, OptionValue>>{
+           {"framework", std::string("megatron")}, {"tp", int64_t{8}}, {"pp", int64_t{16}}, {"seq_len", int64_t{2048}},
+           {"dtype", std::string("fp16")}, {"weight_dtype", std::string("fp16")}, {"hidden_dropout", 0.1},
+           {"attention_dropout", 0.1}})
+    ASSERT_TRUE(set_training_option(flags, name, value));
+  const Report preset = report_of(load_model("gpt-175b").value(), flags);
+  EXPECT_EQ(r.totals.total, preset.totals.total);
+  EXPECT_EQ(r.totals.activations, preset.totals.activations);
+}
+
+// Megatron-LM examples/llama/train_llama3_8b_h200_bf16.sh: 8 GPUs, TP 1, distributed optimizer.
+TEST(MegatronArgs, Llama3_8bExample) {
+  auto c = load_training_config(kData + "megatron_llama3_8b.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.parallel.tp, 1);
+  EXPECT_EQ(s.layout.parallel.dp, 8);                 // 8 GPUs / (1 x 1 x 1)
+  EXPECT_EQ(s.layout.parallel.num_micro_batches, 16);  // 128 / (1 x 8)
+  EXPECT_FALSE(s.layout.parallel.sp);                 // Megatron drops --sequence-parallel at TP 1
+  EXPECT_EQ(s.layout.seq_len, 8192);
+  EXPECT_EQ(s.layout.zero_stage, 1);                  // --use-distributed-optimizer
+  EXPECT_EQ(s.workload.dtype, DType::kBF16);
+  EXPECT_EQ(s.workload.grad_dtype, DType::kBF16);     // --grad-reduce-in-bf16
+  EXPECT_EQ(s.workload.attention, AttentionImpl::kFlash);
+  EXPECT_EQ(s.workload.hidden_dropout, 0.0);
+  EXPECT_EQ(find(*c, "seq_len")->source, "--seq-length 8192 (" + kData + "megatron_llama3_8b.sh:9)");
+  std::vector<std::string> named;
+  for (const auto& w : c->warnings) named.push_back(w.substr(0, w.find(' ')));
+  EXPECT_EQ(named, (std::vector<std::string>{"--cross-entropy-loss-fusion", "--empty-unused-memory-level",
+                                             "--overlap-grad-reduce", "--overlap-param-gather", "--sequence-parallel"}));
+  ASSERT_TRUE(c->model);
+  const ModelSpec& m = *c->model;
+  EXPECT_EQ(m.num_kv_heads, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.vocab, 128256);
+  EXPECT_FALSE(m.tied_embeddings);
+  EXPECT_EQ(m.norm, NormKind::kLayerNorm);  // the script keeps Megatron's default LayerNorm
+  const Report r = report_of(m, s);
+  // Llama-3-8B has 8,030,261,248 parameters (HF model card); LayerNorm adds a bias to each of the
+  // 2·32 + 1 norms: 65 x 4096.
+  const int64_t P = 8'030'261'248 + 65 * 4096;
+  EXPECT_EQ(r.estimate.params.total(), P);
+  // Static bytes: bf16 weights and gradients (2 + 2 per parameter), fp32 master + Adam (12 per
+  // parameter) sharded over dp 8 by the distributed optimizer.
+  EXPECT_EQ(r.totals.weights, 2 * P);
+  EXPECT_EQ(r.totals.gradients, 2 * P);
+  EXPECT_EQ(r.totals.optimizer, 12 * P / 8);
+}
+
+TEST(MegatronArgs, ShellForms) {
+  auto c = read_megatron_args(R"(
+N=2
+ARGS=( --num-layers $(($N*2)) --hidden-size 64   # a comment
+       --num-attention-heads "4" )
+python pretrain_gpt.py ${ARGS[@]} --seq-length=128 \
+   --max-position-embeddings 128 --vocab-size 1000 --micro-batch-size 2 2>&1 | tee log
+)",
+                              "inline");
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_TRUE(c->model);
+  EXPECT_EQ(c->model->num_layers, 4);
+  EXPECT_EQ(c->model->num_heads, 4);
+  EXPECT_EQ(c->model->vocab, 1024);  // 1000 padded to a multiple of 128
+  EXPECT_EQ(find(*c, "seq_len")->source, "--seq-length 128 (inline:5)");
+  EXPECT_EQ(std::get<int64_t>(find(*c, "micro_batch")->value), 2);
+}
+
+// Korthikanti et al. 2022 / Narayanan et al. 2021 interleaving: 96 layers, pp 16, 3 layers per virtual
+// stage -> 2 virtual stages per rank; recompute-method block N -> the first N layers of each stage.
+TEST(MegatronArgs, VirtualStagesAndRecomputation) {
+  auto c = read_megatron_args("--num-layers 96 --pipeline-model-parallel-size 16 "
+                              "--num-layers-per-virtual-pipeline-stage 3 --recompute-granularity full "
+                              "--recompute-method block --recompute-num-layers 2",
+                              "v.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(std::get<int64_t>(find(*c, "vpp")->value), 2);
+  EXPECT_EQ(std::get<std::string>(find(*c, "recompute")->value), "full");
+  EXPECT_EQ(std::get<int64_t>(find(*c, "recompute_layers")->value), 2);
+  EXPECT_EQ(find(*c, "checkpoint_every"), nullptr);
+  EXPECT_FALSE(c->model);  // no --hidden-size: a layout only
+  auto bad = read_megatron_args("--num-layers 96 --pipeline-model-parallel-size 16 --num-layers-per-virtual-pipeline-stage 4",
+                                "w.sh");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("96 layers do not split into pp 16 x 4"), std::string::npos);
+}
+
+TEST(MegatronArgs, UnknownArgumentsAreErrors) {
+  auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "--hiden-size 64 (x.sh:1): unknown Megatron-LM argument --hiden-size (did you mean --hidden-size?); actmem "
+            "cannot tell whether it changes memory (remove it from the file, or give the job as actmem flags)");
+  auto no_vocab = read_megatron_args("--num-layers 2 --hidden-size 64 --num-attention-heads 4", "y.sh");
+  ASSERT_FALSE(no_vocab);
+  EXPECT_NE(no_vocab.error().message.find("add --vocab-size N"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace actmem

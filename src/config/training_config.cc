@@ -1,0 +1,43 @@
+#include "config/training_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace actmem {
+
+Expected<TrainingConfig> load_training_config(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return Error{ErrorKind::kConfig, "", fmt::format("{}: cannot read the file", path)};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') return read_deepspeed_config(text, path);
+  return read_megatron_args(text, path);
+}
+
+
+Expected<void> apply_training_config(const TrainingConfig& config, TrainingSettings& settings) {
+  for (const auto& s : config.settings)
+    if (auto ok = set_training_option(settings, s.option, s.value); !ok)
+      return Error{ok.error().kind, ok.error().field, fmt::format("{}: {}", s.source, ok.error().message)};
+  return {};
+}
+
+nlohmann::json training_config_json(const TrainingConfig& config) {
+  nlohmann::json settings = nlohmann::json::array();
+  for (const auto& s : config.settings) {
+    nlohmann::json value;
+    std::visit([&](const auto& v) { value = v; }, s.value);
+    settings.push_back({{"option", s.option}, {"value", value}, {"source", s.source}});
+  }
+  return {{"format", config.format},
+          {"settings", settings},
+          {"model_from", config.model_from},
+          {"warnings", config.warnings}};
+}
+
+}  // namespace actmem

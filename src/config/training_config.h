@@ -1,0 +1,61 @@
+// Training configs as input: a job users already have (a Megatron-LM launch script or argument line)
+// read into what actmem needs: a model (when the config describes the architecture) and training
+// options by name (option_table.h). Every setting read is kept with where it came from, so a front
+// end can echo it; settings actmem cannot honour become warnings; arguments actmem does not know
+// are errors (it cannot tell whether they change memory).
+//
+//   auto cfg = read_training_config(text, "train_gpt3_175b.sh").value();
+//   TrainingSettings s;
+//   for (const auto& r : cfg.settings) set_training_option(s, r.option, r.value);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/model_spec.h"
+#include "policies/option_table.h"
+#include "util/expected.h"
+
+namespace actmem {
+
+/// One training option read from a config: `tp = 8` from `--tensor-model-parallel-size 8` at line 47.
+struct ConfigSetting {
+  std::string option;  // option_table.h name ("tp")
+  OptionValue value;
+  std::string source;  // what the config said, and where: "--tensor-model-parallel-size 8 (line 47)"
+};
+
+struct TrainingConfig {
+  std::string format;                 // "megatron" or "deepspeed"
+  std::optional<ModelSpec> model;     // when the config gives the architecture
+  std::vector<std::string> model_from;  // how the architecture was read, one line per fact
+  std::vector<ConfigSetting> settings;
+  std::vector<std::string> warnings;  // settings actmem cannot honour, each named
+};
+
+/// A Megatron-LM argument line or launch script (bash: VAR=..., arrays, ${VAR[@]}, line
+/// continuations, torchrun's --nproc_per_node/--nnodes for the data-parallel size).
+/// `name` labels the model and the sources. Example: the argument line "--num-layers 2 --hidden-size 64
+/// --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --vocab-size 1000" gives
+/// a GPT model with h = 64 and settings seq_len = 128.
+Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name);
+
+/// A DeepSpeed config JSON: ZeRO stage, offload, micro-batch, precision, optimizer. No model.
+Expected<TrainingConfig> read_deepspeed_config(std::string_view json_text, const std::string& name);
+
+/// A config file by its content: a DeepSpeed config (a JSON object) or a Megatron-LM launch script
+/// or argument line.
+Expected<TrainingConfig> load_training_config(const std::string& path);
+
+/// Sets the config's options on `settings` (a front end then sets its own on top). An option the
+/// library refuses is reported with the config line it came from.
+Expected<void> apply_training_config(const TrainingConfig& config, TrainingSettings& settings);
+
+/// The echo: {format, settings: [{option, value, source}], model_from: [...], warnings: [...]}.
+nlohmann::json training_config_json(const TrainingConfig& config);
+
+}  // namespace actmem

@@ -1,0 +1,202 @@
+#include "policies/option_table.h"
+
+#include <array>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "util/spellcheck.h"
+
+namespace actmem {
+
+namespace {
+
+Error wrong_kind(std::string_view name, std::string_view expected, const OptionValue& value) {
+  return Error{ErrorKind::kInvalid, std::string(name),
+               fmt::format("@{} {}: expected {}", name, describe_option_value(value), expected)};
+}
+
+constexpr auto as_count = option_count;
+constexpr auto as_real = option_real;
+constexpr auto as_flag = option_flag;
+constexpr auto as_text = option_text;
+
+/// A dtype option, with the CLI's message ("--dtype: unknown dtype ...").
+Expected<DType> as_dtype(std::string_view name, const OptionValue& v) {
+  auto text = as_text(name, v);
+  if (!text) return text.error();
+  auto d = parse_dtype(*text);
+  if (!d) return Error{ErrorKind::kUnknownName, std::string(name), fmt::format("@{}: {}", name, d.error().message)};
+  return *d;
+}
+
+/// An enum option through its name table (options.h): the table's own message.
+template <typename E, std::size_t N>
+Expected<E> as_name(const NameTable<E, N>& table, std::string_view name, const OptionValue& v) {
+  auto text = as_text(name, v);
+  if (!text) return text.error();
+  return table.parse(*text);
+}
+
+using Setter = Expected<void> (*)(TrainingSettings&, std::string_view, const OptionValue&);
+
+struct Row {
+  OptionInfo info;
+  Setter set;
+};
+
+// Sets `field` from a converted value; the converter's error passes through.
+#define ACTMEM_SET(convert, field)                                                     \
+  [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> { \
+    auto x = convert(n, v);                                                            \
+    if (!x) return x.error();                                                          \
+    s.field = *x;                                                                      \
+    return {};                                                                         \
+  }
+#define ACTMEM_SET_NAME(table, field)                                                  \
+  [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> { \
+    auto x = as_name(table, n, v);                                                     \
+    if (!x) return x.error();                                                          \
+    s.field = *x;                                                                      \
+    return {};                                                                         \
+  }
+
+const std::array kRows{
+    Row{{"seq_len", OptionKind::kCount, "sequence length s"}, ACTMEM_SET(as_count, layout.seq_len)},
+    Row{{"micro_batch", OptionKind::kCount, "micro-batch size b"}, ACTMEM_SET(as_count, layout.micro_batch)},
+    Row{{"dtype", OptionKind::kText, "activation dtype: bf16, fp16, fp32"}, ACTMEM_SET(as_dtype, workload.dtype)},
+    Row{{"framework", OptionKind::kText, "save rules: hf (transformers eager) or megatron"},
+        ACTMEM_SET_NAME(kFrameworkNames, workload.framework)},
+    Row{{"hf_version", OptionKind::kText, "transformers code layout for --framework hf: 4.44 or 4.57"},
+        ACTMEM_SET_NAME(kHfVersionNames, workload.hf_version)},
+    Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET_NAME(kAttentionNames, workload.attention)},
+    Row{{"recompute", OptionKind::kText, "none, selective or full"}, ACTMEM_SET_NAME(kRecomputeNames, layout.recompute)},
+    Row{{"recompute_layers", OptionKind::kCount, "with recompute full: recompute only N layers per stage"},
+        ACTMEM_SET(as_count, layout.recompute_layers)},
+    Row{{"checkpoint_every", OptionKind::kCount, "with recompute full: keep a checkpoint every k layers"},
+        ACTMEM_SET(as_count, layout.checkpoint_every)},
+    Row{{"hidden_dropout", OptionKind::kReal, "hidden dropout p (default: from config.json)"},
+        ACTMEM_SET(as_real, workload.hidden_dropout)},
+    Row{{"attention_dropout", OptionKind::kReal, "attention dropout p (default: from config.json)"},
+        ACTMEM_SET(as_real, workload.attention_dropout)},
+    Row{{"weight_dtype", OptionKind::kText, "bf16, fp16 or fp32"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto d = as_dtype(n, v);
+          if (!d) return d.error();
+          s.workload.weight_dtype = *d;
+          if (!s.grad_dtype_set) s.workload.grad_dtype = *d;  // gradients follow the weights by default
+          return {};
+        }},
+    Row{{"grad_dtype", OptionKind::kText, "gradient dtype: bf16/fp16 or fp32 accumulation (default: weights')"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto d = as_dtype(n, v);
+          if (!d) return d.error();
+          s.workload.grad_dtype = *d;
+          s.grad_dtype_set = true;
+          return {};
+        }},
+    Row{{"optimizer", OptionKind::kText, "adamw, adamw-8bit or sgd"}, ACTMEM_SET_NAME(kOptimizerNames, workload.optimizer)},
+    Row{{"zero", OptionKind::kCount, "ZeRO stage 0-3 over dp (FSDP full shard = 3)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto x = as_count(n, v);
+          if (!x) return x.error();
+          // check_options() owns the range (0..3); this says the same for a value no int holds.
+          if (*x < std::numeric_limits<int>::min() || *x > std::numeric_limits<int>::max())
+            return Error{ErrorKind::kInvalid, "zero_stage", fmt::format("@zero_stage {} is out of range; use 0..3", *x)};
+          s.layout.zero_stage = static_cast<int>(*x);
+          return {};
+        }},
+    Row{{"offload_optimizer", OptionKind::kFlag, "optimizer state and fp32 master in CPU memory"},
+        ACTMEM_SET(as_flag, layout.offload_optimizer)},
+    Row{{"dp", OptionKind::kCount, "data-parallel size"}, ACTMEM_SET(as_count, layout.parallel.dp)},
+    Row{{"tp", OptionKind::kCount, "tensor-parallel size"}, ACTMEM_SET(as_count, layout.parallel.tp)},
+    Row{{"sp", OptionKind::kFlag, "sequence parallelism (with tp)"}, ACTMEM_SET(as_flag, layout.parallel.sp)},
+    Row{{"pp", OptionKind::kCount, "pipeline-parallel size"}, ACTMEM_SET(as_count, layout.parallel.pp)},
+    Row{{"vpp", OptionKind::kCount, "virtual stages per rank (interleaved 1F1B)"}, ACTMEM_SET(as_count, layout.parallel.vpp)},
+    Row{{"cp", OptionKind::kCount, "context-parallel size"}, ACTMEM_SET(as_count, layout.parallel.cp)},
+    Row{{"ep", OptionKind::kCount, "expert-parallel size"}, ACTMEM_SET(as_count, layout.parallel.ep)},
+    Row{{"num_micro_batches", OptionKind::kCount, "micro-batches per pipeline flush"},
+        ACTMEM_SET(as_count, layout.parallel.num_micro_batches)},
+    Row{{"first_stage_layers", OptionKind::kCount, "uneven pipeline: layers on the first stage"},
+        ACTMEM_SET(as_count, layout.parallel.first_stage_layers)},
+    Row{{"last_stage_layers", OptionKind::kCount, "uneven pipeline: layers on the last stage"},
+        ACTMEM_SET(as_count, layout.parallel.last_stage_layers)},
+    Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          if (const auto* bytes = std::get_if<int64_t>(&v)) {
+            s.layout.reserve = Bytes{*bytes};
+            return {};
+          }
+          auto text = as_text(n, v);
+          if (!text) return wrong_kind(n, "a size like 2GiB or a number of bytes", v);
+          if (*text == "0") {
+            s.layout.reserve = Bytes{0};
+            return {};
+          }
+          auto size = parse_size(*text);
+          if (!size) return Error{ErrorKind::kInvalid, std::string(n), fmt::format("@{}: {}", n, size.error().message)};
+          s.layout.reserve = *size;
+          return {};
+        }},
+};
+
+#undef ACTMEM_SET
+#undef ACTMEM_SET_NAME
+
+const std::array<OptionInfo, kRows.size()> kInfos = [] {
+  std::array<OptionInfo, kRows.size()> infos{};
+  for (std::size_t i = 0; i < kRows.size(); ++i) infos[i] = kRows[i].info;
+  return infos;
+}();
+
+}  // namespace
+
+Expected<int64_t> option_count(std::string_view name, const OptionValue& v) {
+  if (const auto* n = std::get_if<int64_t>(&v)) return *n;
+  return wrong_kind(name, "a whole number", v);
+}
+
+Expected<double> option_real(std::string_view name, const OptionValue& v) {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* n = std::get_if<int64_t>(&v)) return static_cast<double>(*n);
+  return wrong_kind(name, "a number", v);
+}
+
+Expected<bool> option_flag(std::string_view name, const OptionValue& v) {
+  if (const auto* b = std::get_if<bool>(&v)) return *b;
+  return wrong_kind(name, "true or false", v);
+}
+
+Expected<std::string> option_text(std::string_view name, const OptionValue& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  return wrong_kind(name, "text in quotes", v);
+}
+
+std::span<const OptionInfo> training_options() { return kInfos; }
+
+Expected<void> set_training_option(TrainingSettings& settings, std::string_view name, const OptionValue& value) {
+  for (const auto& row : kRows)
+    if (row.info.name == name) return row.set(settings, name, value);
+  std::vector<std::string_view> names;
+  for (const auto& row : kRows) names.push_back(row.info.name);
+  auto guess = closest_name(name, names);
+  return Error{ErrorKind::kUnknownName, std::string(name),
+               fmt::format("unknown option @{}{}", name, guess ? fmt::format("; did you mean @{}?", *guess) : "")};
+}
+
+std::string describe_option_value(const OptionValue& value) {
+  struct Describe {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t n) const { return std::to_string(n); }
+    std::string operator()(double d) const {  // 2.0, not 2: a real where a count was due
+      std::string text = fmt::format("{}", d);
+      if (text.find_first_of(".eni") == std::string::npos) text += ".0";
+      return text;
+    }
+    std::string operator()(const std::string& s) const { return "'" + s + "'"; }
+  };
+  return std::visit(Describe{}, value);
+}
+
+}  // namespace actmem

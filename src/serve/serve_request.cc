@@ -1,0 +1,183 @@
+#include "serve/serve_request.h"
+
+#include <array>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "serve/gpu_catalog.h"
+#include "serve/serve.h"
+#include "util/spellcheck.h"
+
+namespace actmem {
+
+namespace {
+
+/// "auto" or a dtype; the message names the option: "@kv_dtype x: unknown dtype ...".
+Expected<std::optional<DType>> optional_dtype(std::string_view field, const std::string& text) {
+  if (text == "auto") return std::optional<DType>{};
+  auto d = parse_dtype(text);
+  if (!d) return Error{ErrorKind::kUnknownName, std::string(field), fmt::format("@{} {}: {}", field, text, d.error().message)};
+  return std::optional<DType>{*d};
+}
+
+Expected<std::optional<Bytes>> optional_size(std::string_view field, const std::string& text) {
+  if (text.empty()) return std::optional<Bytes>{};
+  auto b = parse_size(text);
+  if (!b) return Error{ErrorKind::kInvalid, std::string(field), fmt::format("@{}: {}", field, b.error().message)};
+  return std::optional<Bytes>{*b};
+}
+
+using Setter = Expected<void> (*)(ServeRequest&, std::string_view, const OptionValue&);
+
+struct Row {
+  OptionInfo info;
+  Setter set;
+};
+
+#define ACTMEM_SET(convert, field)                                                 \
+  [](ServeRequest& r, std::string_view n, const OptionValue& v) -> Expected<void> { \
+    auto x = convert(n, v);                                                        \
+    if (!x) return x.error();                                                      \
+    r.field = *x;                                                                  \
+    return {};                                                                     \
+  }
+// A size: text as parse_size() reads it ("80GiB"), or a number of bytes.
+#define ACTMEM_SET_SIZE(field)                                                     \
+  [](ServeRequest& r, std::string_view n, const OptionValue& v) -> Expected<void> { \
+    if (const auto* bytes = std::get_if<int64_t>(&v)) {                            \
+      r.field = std::to_string(*bytes);                                            \
+      return {};                                                                   \
+    }                                                                              \
+    auto x = option_text(n, v);                                                    \
+    if (!x) return x.error();                                                      \
+    r.field = *x;                                                                  \
+    return {};                                                                     \
+  }
+
+const std::array kRows{
+    Row{{"context_len", OptionKind::kCount, "tokens per sequence (prompt + generated); required"},
+        ACTMEM_SET(option_count, context_len)},
+    Row{{"batch", OptionKind::kCount, "concurrent sequences"}, ACTMEM_SET(option_count, batch)},
+    Row{{"tp", OptionKind::kCount, "tensor-parallel degree"}, ACTMEM_SET(option_count, tp)},
+    Row{{"dtype", OptionKind::kText, "activation/base dtype: auto, bf16, fp16, fp32"}, ACTMEM_SET(option_text, dtype)},
+    Row{{"weight_dtype", OptionKind::kText, "linear-layer weights: auto, bf16, fp16, fp8, int8, int4"},
+        ACTMEM_SET(option_text, weight_dtype)},
+    Row{{"quant_group_size", OptionKind::kCount, "input columns per scale (0 = per output row)"},
+        ACTMEM_SET(option_count, quant_group_size)},
+    Row{{"quant_scale_dtype", OptionKind::kText, "scale dtype: auto, fp16, bf16, fp32"},
+        ACTMEM_SET(option_text, quant_scale_dtype)},
+    Row{{"quant_zero_point", OptionKind::kFlag, "asymmetric quantization: count zero points"},
+        ACTMEM_SET(option_flag, quant_zero_point)},
+    Row{{"kv_dtype", OptionKind::kText, "KV cache dtype: auto, bf16, fp16, fp8, int8"}, ACTMEM_SET(option_text, kv_dtype)},
+    Row{{"block_size", OptionKind::kCount, "paged KV block in tokens (0 = contiguous)"}, ACTMEM_SET(option_count, block_size)},
+    Row{{"mla_cache", OptionKind::kText, "MLA cache: latent (vLLM, SGLang) or decompressed (HF)"},
+        ACTMEM_SET(option_text, mla_cache)},
+    Row{{"prefill_chunk", OptionKind::kCount, "tokens per forward pass (0 = a whole context)"},
+        ACTMEM_SET(option_count, prefill_chunk)},
+    Row{{"attention", OptionKind::kText, "flash or eager (eager keeps the score matrix)"}, ACTMEM_SET(option_text, attention)},
+    Row{{"activation_peak", OptionKind::kSize, "measured activation peak, e.g. 9.37GiB (replaces the model)"},
+        ACTMEM_SET_SIZE(activation_peak)},
+    Row{{"non_torch_memory", OptionKind::kSize, "measured non-torch memory, e.g. 0.10GiB (default 512MiB)"},
+        ACTMEM_SET_SIZE(non_torch_memory)},
+    Row{{"gpu", OptionKind::kText, "GPU from the catalog, e.g. h100-80gb"}, ACTMEM_SET(option_text, gpu)},
+    Row{{"gpu_memory", OptionKind::kSize, "GPU memory as cudaMemGetInfo reports it, e.g. 79.2GiB"},
+        ACTMEM_SET_SIZE(gpu_memory)},
+    Row{{"gpu_memory_utilization", OptionKind::kReal, "share of GPU memory to use (vLLM)"},
+        ACTMEM_SET(option_real, gpu_memory_utilization)},
+};
+
+#undef ACTMEM_SET
+#undef ACTMEM_SET_SIZE
+
+const std::array<OptionInfo, kRows.size()> kInfos = [] {
+  std::array<OptionInfo, kRows.size()> infos{};
+  for (std::size_t i = 0; i < kRows.size(); ++i) infos[i] = kRows[i].info;
+  return infos;
+}();
+
+}  // namespace
+
+std::span<const OptionInfo> serve_options() { return kInfos; }
+
+Expected<void> set_serve_option(ServeRequest& request, std::string_view name, const OptionValue& value) {
+  for (const auto& row : kRows)
+    if (row.info.name == name) return row.set(request, name, value);
+  std::vector<std::string_view> names;
+  for (const auto& row : kRows) names.push_back(row.info.name);
+  auto guess = closest_name(name, names);
+  return Error{ErrorKind::kUnknownName, std::string(name),
+               fmt::format("unknown option @{}{}", name, guess ? fmt::format("; did you mean @{}?", *guess) : "")};
+}
+
+Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
+  if (!(f.gpu_memory_utilization > 0.0 && f.gpu_memory_utilization <= 1.0))
+    return Error{ErrorKind::kInvalid, "gpu_memory_utilization",
+                 fmt::format("@gpu_memory_utilization {}: must be in (0, 1], e.g. 0.9", f.gpu_memory_utilization)};
+  ServeOptions o;
+  o.context_len = f.context_len;
+  o.batch = f.batch;
+  o.tp = f.tp;
+  o.prefill_chunk = f.prefill_chunk;
+  auto dtype = optional_dtype("dtype", f.dtype);
+  if (!dtype) return dtype.error();
+  o.dtype = *dtype;
+  auto weight_dtype = optional_dtype("weight_dtype", f.weight_dtype);
+  if (!weight_dtype) return weight_dtype.error();
+  o.weights.dtype = *weight_dtype;
+  o.weights.group_size = f.quant_group_size;
+  auto scale_dtype = optional_dtype("quant_scale_dtype", f.quant_scale_dtype);
+  if (!scale_dtype) return scale_dtype.error();
+  o.weights.scale_dtype = *scale_dtype;
+  o.weights.zero_points = f.quant_zero_point;
+  auto kv_dtype = optional_dtype("kv_dtype", f.kv_dtype);
+  if (!kv_dtype) return kv_dtype.error();
+  o.kv.dtype = kv_dtype->value_or(serving_dtype(model, o.dtype, o.weights.dtype));
+  o.kv.block_size = f.block_size;
+  auto mla = kMlaCacheNames.parse(f.mla_cache);
+  if (!mla) return mla.error();
+  o.kv.mla_layout = *mla;
+  if (f.attention != "flash" && f.attention != "eager")
+    return Error{ErrorKind::kUnknownName, "attention",
+                 fmt::format("@attention {}: use flash (no score matrix) or eager", f.attention)};
+  o.flash_attention = f.attention == "flash";
+  auto peak = optional_size("activation_peak", f.activation_peak);
+  if (!peak) return peak.error();
+  o.activation_peak = *peak;
+  auto non_torch = optional_size("non_torch_memory", f.non_torch_memory);
+  if (!non_torch) return non_torch.error();
+  o.non_torch = *non_torch;
+
+  auto serving = estimate_serving(model, o);
+  if (!serving) return serving.error();
+  ServeResult result{model.name, std::move(*serving), std::nullopt, ""};
+
+  if (!f.gpu.empty() && !f.gpu_memory.empty())
+    return Error{ErrorKind::kIncompatible, "gpu_memory",
+                 "@gpu and @gpu_memory: give one; @gpu_memory overrides the catalog, so drop @gpu"};
+  std::optional<Bytes> gpu_memory;
+  if (!f.gpu.empty()) {
+    auto gpu = find_gpu(f.gpu);
+    if (!gpu) return gpu.error();
+    gpu_memory = gpu->total;
+    result.gpu_name = std::string(gpu->name);
+  } else if (!f.gpu_memory.empty()) {
+    auto size = optional_size("gpu_memory", f.gpu_memory);
+    if (!size) return size.error();
+    gpu_memory = *size;
+    if (**size < Bytes{int64_t{1} << 30})
+      return Error{ErrorKind::kInvalid, "gpu_memory",
+                   fmt::format("@gpu_memory {}: less than 1 GiB, which no GPU this tool plans for has; give a unit, "
+                               "e.g. {}GiB",
+                               f.gpu_memory, f.gpu_memory)};
+    result.gpu_name = "custom";
+  }
+  if (gpu_memory) {
+    auto capacity = estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization});
+    if (!capacity) return capacity.error();
+    result.capacity = std::move(*capacity);
+  }
+  return result;
+}
+
+}  // namespace actmem

@@ -1,0 +1,55 @@
+// A serving job as a user states it: the `actmem serve` options with their "auto" and unset
+// values, resolved against the model by serve() (vLLM's dtype rules, then capacity on a GPU when
+// one is named). Every front end (CLI flags, Python keywords) fills a ServeRequest and calls
+// serve(), so they give the same numbers and the same messages. Options are named as the CLI's
+// flags with '_' for '-' (--kv-dtype is kv_dtype); errors write them `@kv_dtype`.
+//
+//   ServeRequest r;
+//   set_serve_option(r, "context_len", int64_t{8192});
+//   auto result = serve(load_model("llama-3-8b").value(), r);  // result->serving.total()
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "model/model_spec.h"
+#include "policies/option_table.h"  // OptionValue, OptionInfo
+#include "serve/serve_render.h"     // ServeResult
+#include "util/expected.h"
+
+namespace actmem {
+
+struct ServeRequest {
+  int64_t context_len = 0;  // required: tokens per sequence (prompt + generated)
+  int64_t batch = 1;
+  int64_t tp = 1;
+  std::string dtype = "auto";
+  std::string weight_dtype = "auto";
+  std::optional<int64_t> quant_group_size;
+  std::string quant_scale_dtype = "auto";
+  bool quant_zero_point = false;
+  std::string kv_dtype = "auto";
+  int64_t block_size = 16;
+  std::string mla_cache = "latent";
+  int64_t prefill_chunk = 0;
+  std::string attention = "flash";
+  std::string activation_peak;   // a size, e.g. 9.37GiB; empty: modelled
+  std::string non_torch_memory;  // a size; empty: kDefaultNonTorch
+  std::string gpu;               // catalog name; empty: no capacity
+  std::string gpu_memory;        // a size; empty: no capacity (or the catalog's)
+  double gpu_memory_utilization = 0.9;
+};
+
+/// The serving estimate and, with gpu or gpu_memory, the capacity. result.model_name is model.name.
+Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& request);
+
+/// Every serve option, in the CLI's order. Example: serve_options()[0].name == "context_len".
+std::span<const OptionInfo> serve_options();
+
+/// Sets one option by name; unknown names get "did you mean". Sizes take text ("80GiB") or bytes.
+Expected<void> set_serve_option(ServeRequest& request, std::string_view name, const OptionValue& value);
+
+}  // namespace actmem

@@ -1,0 +1,173 @@
+// The Python front end: actmem._native, wrapped by actmem/__init__.py. Like the CLI it converts
+// inputs and renders outputs and computes nothing: keyword arguments go through the library's option
+// tables (set_training_option, set_serve_option), results come back as the CLI's --json text
+// (report_json, serve_json), and every Error becomes a ValueError with the CLI's one-line message,
+// options spelled as Python keywords (python_message()).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <pybind11/pybind11.h>
+
+#include "actmem/actmem.h"
+
+namespace py = pybind11;
+
+namespace actmem::python {
+
+namespace {
+
+/// `@tp 3: ...` -> `tp=3: ...`: an option followed by its value (a number, or text in quotes) reads as
+/// the keyword that set it; any other mention is the bare keyword (`sp with tp=2`). zero_stage is zero.
+std::string python_message(const std::string& message) {
+  constexpr char kMark = '\x01';
+  const std::string marked = render_message(message, [](const std::string& field) {
+    return (field == "zero_stage" ? std::string("zero") : field) + kMark;
+  });
+  std::string out;
+  out.reserve(marked.size());
+  for (std::size_t i = 0; i < marked.size(); ++i) {
+    if (marked[i] != kMark) {
+      out += marked[i];
+      continue;
+    }
+    const auto digit = [&](std::size_t k) { return k < marked.size() && marked[k] >= '0' && marked[k] <= '9'; };
+    const bool value_follows = i + 2 < marked.size() && marked[i + 1] == ' ' &&
+                               (digit(i + 2) || marked[i + 2] == '\'' || (marked[i + 2] == '-' && digit(i + 3)));
+    if (value_follows) {
+      out += '=';
+      ++i;  // the space
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void raise(const Error& e) { throw py::value_error(python_message(e.message)); }
+
+template <typename T>
+T value_or_raise(Expected<T> r) {
+  if (!r) raise(r.error());
+  return std::move(*r);
+}
+
+/// A keyword argument as an OptionValue: bool before int (Python's bool is an int).
+OptionValue option_value(const std::string& name, const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
+  if (py::isinstance<py::int_>(v)) {
+    try {
+      return v.cast<int64_t>();
+    } catch (const py::cast_error&) {
+      raise(Error{ErrorKind::kInvalid, name, "@" + name + " " + py::repr(v).cast<std::string>() + ": too large"});
+    }
+  }
+  if (py::isinstance<py::float_>(v)) return v.cast<double>();
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  raise(Error{ErrorKind::kInvalid, name,
+              "@" + name + " " + py::repr(v).cast<std::string>() + ": expected a number, True/False or a string"});
+}
+
+/// A model: a config.json text (`is_json`), else a preset name or a path, as load_model() reads it.
+ModelSpec load(const std::string& model, bool is_json, const std::string& display_name) {
+  if (is_json) return value_or_raise(parse_hf_config(model, display_name));
+  auto spec = value_or_raise(load_model(model));
+  spec.name = model;  // as the CLI names it
+  return spec;
+}
+
+/// The model and options of a training job: `from_config` (a Megatron-LM script) first, if given,
+/// then the keywords on top, as the CLI's --from and flags; `model` (when not empty) over the config's.
+struct TrainingJob {
+  std::optional<TrainingConfig> config;
+  Report report;
+};
+
+TrainingJob training_job(const std::string& model, bool is_json, const std::string& display_name,
+                         const py::dict& options, const std::string& from_config) {
+  TrainingJob job;
+  TrainingSettings settings;
+  if (!from_config.empty()) {
+    job.config = value_or_raise(load_training_config(from_config));
+    if (auto ok = apply_training_config(*job.config, settings); !ok) raise(ok.error());
+  }
+  for (const auto& [key, value] : options) {
+    const auto name = key.cast<std::string>();
+    if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) raise(ok.error());
+  }
+  if (auto ok = check_options(settings.workload, settings.layout); !ok) raise(ok.error());
+  ModelSpec spec;
+  if (!model.empty() || !job.config) {
+    spec = load(model, is_json, display_name);
+  } else if (job.config->model) {
+    spec = *job.config->model;
+  } else {
+    raise(Error{ErrorKind::kConfig, "", from_config + " does not describe the model (no --num-layers/--hidden-size); "
+                                                      "give model= as well"});
+  }
+  const PreparedModel prepared = value_or_raise(prepare(spec, settings.workload));
+  job.report = value_or_raise(explain(prepared, settings.layout));
+  return job;
+}
+
+std::string estimate_json(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
+                          const std::string& from_config) {
+  auto job = training_job(model, is_json, display_name, options, from_config);
+  auto j = report_json(job.report);
+  if (job.config) j["config"] = training_config_json(*job.config);  // as the CLI's --from adds it
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string explain_text(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
+                         const std::string& from_config) {
+  return render_explain(training_job(model, is_json, display_name, options, from_config).report);
+}
+
+std::string serve_json_text(const std::string& model, bool is_json, const std::string& display_name,
+                            const py::dict& options) {
+  ServeRequest request;
+  bool context_given = false;
+  for (const auto& [key, value] : options) {
+    const auto name = key.cast<std::string>();
+    context_given = context_given || name == "context_len";
+    if (auto ok = set_serve_option(request, name, option_value(name, value)); !ok) raise(ok.error());
+  }
+  if (!context_given)  // the CLI's --context-len is required too
+    raise(Error{ErrorKind::kInvalid, "context_len", "serve needs @context_len: tokens per sequence, e.g. context_len=8192"});
+  ModelSpec spec;
+  if (is_json) {
+    spec = value_or_raise(parse_hf_config(model, display_name));
+  } else {
+    auto loaded = load_model(model);  // the CLI names the model in this message
+    if (!loaded) raise(Error{ErrorKind::kUnknownName, "model", "@model " + model + ": " + loaded.error().message});
+    spec = std::move(*loaded);
+  }
+  return serve_json(value_or_raise(serve(spec, request))).dump();
+}
+
+py::list option_names(const std::span<const OptionInfo> infos) {
+  py::list out;
+  for (const auto& o : infos) out.append(py::make_tuple(std::string(o.name), std::string(o.help)));
+  return out;
+}
+
+}  // namespace
+
+}  // namespace actmem::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace actmem::python;
+  m.doc() = "actmem's C++ library; use the actmem package (actmem/__init__.py)";
+  m.def("estimate_json", &estimate_json, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
+        py::arg("from_config") = "");
+  m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
+        py::arg("from_config") = "");
+  m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("training_options", [] { return option_names(actmem::training_options()); });
+  m.def("serve_options", [] { return option_names(actmem::serve_options()); });
+  m.def("presets", [] {
+    py::list out;
+    for (const auto& p : actmem::list_presets()) out.append(std::string(p.name));
+    return out;
+  });
+  m.def("python_message", &python_message, "an Error message with options spelled as keywords (for tests)");
+}
