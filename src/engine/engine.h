@@ -13,6 +13,8 @@
 #include "model/params.h"
 #include "policies/recompute_plan.h"
 #include "policies/static_memory.h"
+#include "policies/finetune.h"
+#include "model/weight_tensors.h"
 
 namespace actmem::detail {
 
@@ -30,6 +32,8 @@ struct Prepared {
   std::array<GraphSet, 4> variants;      // by Variant::index()
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
   double lm_head_macs = 0;               // h·V per token
+  bool shape_static = false;             // static memory from the weight shapes (finetune.h)
+  std::vector<WeightTensor> tensors;     // every weight tensor, when shape_static
 };
 
 /// What one layout binds: the per-GPU symbol values and the variant of the graphs.

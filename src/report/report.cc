@@ -325,6 +325,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   so.weight_dtype = p.workload.weight_dtype;
   so.grad_dtype = p.workload.grad_dtype;
   so.optimizer = p.workload.optimizer;
+  so.precision = p.workload.precision;
   so.zero_stage = o.zero_stage;
   so.offload_optimizer = o.offload_optimizer;
   so.parallel = par;
@@ -335,6 +336,13 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   e.static_memory.optimizer = Bytes{t.optimizer};
   e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
   describe_static(e.static_memory, p.per_param, so);
+  if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
+    const FinetuneStatic fs = finetune_static(p.tensors, p.workload, par.tp);
+    e.static_memory.breakdown.terms =
+        describe_finetune_static(fs, p.workload, o.zero_stage, par.dp, o.offload_optimizer, e.static_memory.weights,
+                                 e.static_memory.gradients, e.static_memory.optimizer);
+    for (auto& note : finetune_notes(fs, p.workload)) e.notes.push_back(std::move(note));
+  }
 
   if (p.param_only) {
     e.memory.title = "Peak memory per GPU";

@@ -40,6 +40,15 @@ struct TrainingFlags {
   std::string optimizer = "adamw";
   int zero = 0;
   bool offload_optimizer = false;
+  // Fine-tuning (README "Fine-tuning"): precision, the step in backward, LoRA / QLoRA.
+  std::string precision = "mixed";
+  bool optimizer_in_backward = false;
+  int64_t lora_rank = 0;
+  std::string lora_targets;  // default: q,v (PEFT's and torchtune's default for Llama)
+  std::optional<double> lora_dropout;
+  std::string base_weight_dtype = "bf16";
+  bool double_quant = false;
+  std::string adapter_dtype = "fp32";
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -65,6 +74,17 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--optimizer", f.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
   cmd->add_option("--zero", f.zero, "ZeRO stage 0-3 over --dp (FSDP full shard = 3)")->capture_default_str();
   cmd->add_flag("--offload-optimizer", f.offload_optimizer, "optimizer state and fp32 master in CPU memory");
+  cmd->add_option("--precision", f.precision, "mixed (fp32 master + fp32 state) or pure (none; state in the weight dtype)")
+      ->capture_default_str();
+  cmd->add_flag("--optimizer-in-backward", f.optimizer_in_backward, "step each parameter in backward, freeing its gradient");
+  cmd->add_option("--lora-rank", f.lora_rank, "LoRA rank r (0 = full fine-tuning)")->capture_default_str();
+  cmd->add_option("--lora-targets", f.lora_targets, "LoRA layers: subset of q,k,v,o,gate,up,down or all (default q,v)");
+  cmd->add_option("--lora-dropout", f.lora_dropout, "LoRA dropout p");
+  cmd->add_option("--base-weight-dtype", f.base_weight_dtype, "frozen LoRA base: bf16, fp16, fp32, int8 or nf4")
+      ->capture_default_str();
+  cmd->add_flag("--double-quant", f.double_quant, "nf4 with 8-bit block scales (bnb_4bit_use_double_quant)");
+  cmd->add_option("--adapter-dtype", f.adapter_dtype, "LoRA adapter dtype (PEFT: fp32, torchtune: bf16)")
+      ->capture_default_str();
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
   cmd->add_flag("--sp", f.parallel.sp, "sequence parallelism (with --tp)");
@@ -123,6 +143,27 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f) {
   if (!recompute) return recompute.error();
   if (!optimizer) return optimizer.error();
   if (!reserve) return Error{"--reserve: " + reserve.error().message};
+  auto precision = kPrecisionNames.parse(f.precision);
+  auto base = kBaseWeightNames.parse(f.base_weight_dtype);
+  auto adapter = parse_dtype(f.adapter_dtype);
+  if (!precision) return precision.error();
+  if (!base) return base.error();
+  if (!adapter) return Error{"--adapter-dtype: " + adapter.error().message};
+  if (f.lora_rank == 0 && (!f.lora_targets.empty() || f.lora_dropout))
+    return Error{"--lora-targets and --lora-dropout shape LoRA adapters; give --lora-rank (e.g. 16)"};
+  w.precision = *precision;
+  w.optimizer_in_backward = f.optimizer_in_backward;
+  w.lora.rank = f.lora_rank;
+  w.lora.targets = kLoraQ | kLoraV;
+  if (!f.lora_targets.empty()) {
+    auto targets = parse_lora_targets(f.lora_targets);
+    if (!targets) return targets.error();
+    w.lora.targets = *targets;
+  }
+  w.lora.dropout = f.lora_dropout.value_or(0.0);
+  w.lora.base = *base;
+  w.lora.double_quant = f.double_quant;
+  w.lora.adapter_dtype = *adapter;
   w.dtype = *dtype;
   w.weight_dtype = *weight;
   w.grad_dtype = *grad;
