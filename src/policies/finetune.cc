@@ -327,9 +327,11 @@ std::vector<std::string> finetune_notes(const FinetuneStatic& s, const Workload&
     if (lora.base == BaseWeights::kInt8 || lora.base == BaseWeights::kNF4)
       notes.push_back("embeddings, norms, biases, routers and the LM head stay in the weight dtype, as transformers' "
                       "bitsandbytes quantizer leaves them");
-    notes.push_back("LoRA activations are counted as full fine-tuning saves them: not yet modelled are the LoRA "
-                    "branch's rank-r intermediate and, with lora_dropout, its dropped input and mask, nor a frozen "
-                    "linear's unneeded input; with --recompute full the kept layer inputs are exact");
+    notes.push_back("LoRA activations as PEFT's lora.Linear saves them (validation/lora_validation.py): frozen "
+                    "linears and norm weights keep no input; each adapter keeps its dropout mask and dropped input "
+                    "(or x at lora_dropout 0) and the rank-r intermediate, in the activation dtype (PEFT's fp32 "
+                    "adapters outside autocast add an fp32 copy of x: not modelled); the frozen embedding's "
+                    "input_ids (8·s·b) are still counted");
   }
   if (w.optimizer == Optimizer::kPagedAdamW || w.optimizer == Optimizer::kPagedAdamW8bit)
     notes.push_back(fmt::format("paged optimizer: {} of state lives in CUDA unified memory (bitsandbytes pages the "

@@ -180,6 +180,36 @@ TEST(Finetune, EngineTotalsMatchTheRule) {
   EXPECT_EQ(t.optimizer, 335'544'320 / 4);
 }
 
+// LoRA activations (PEFT lora.Linear; measured: validation/lora_validation.py), one Llama-3-8B
+// layer, HF flash, bf16, r 16 on all seven, lora_dropout 0.05, T = s·b = 2048 tokens:
+//   two RMSNorms, each fp32 x + fp32 rstd (the frozen weight keeps no normalized x): 8·T·h + 8·T
+//   q, k, v adapters: bool mask T·h + dropped x 2·T·h + rank-r intermediate 2·T·r, each
+//   flash: v 2·T·kv·d, q and k after RoPE 2·T·(a + kv)·d, output 2·T·a·d, fp32 logsumexp 4·T·a
+//   o adapter: 3·T·a·d + 2·T·r; gate and up adapters: 2·(3·T·h + 2·T·r); down: 3·T·f + 2·T·r
+//   SwiGLU: gate, up and act(gate) outputs, 3·2·T·f; no frozen linear keeps its input.
+// Per token 256,360 bytes (the sum below, written term by term); × 2048 = 525,025,280.
+TEST(Finetune, LoraActivationsPerLayerLlama3_8B) {
+  Workload w = lora_all(16);
+  w.lora.dropout = 0.05;
+  w.lora.adapter_dtype = DType::kBF16;
+  auto prepared = prepare(load_model("llama-3-8b").value(), w).value();
+  Totals t;
+  ASSERT_TRUE(evaluate(prepared, {.seq_len = 2048}, t));
+  const int64_t h = 4096, ad = 4096, kvd = 1024, f = 14336, r = 16, a = 32;
+  const int64_t per_token = (8 * h + 8) + 3 * (3 * h + 2 * r) + (2 * kvd + 2 * (ad + kvd) + 2 * ad + 4 * a) +
+                            (3 * ad + 2 * r) + 2 * (3 * h + 2 * r) + (3 * f + 2 * r) + 3 * 2 * f;
+  EXPECT_EQ(per_token, 256'360);
+  EXPECT_EQ(t.per_layer, 2048 * per_token);
+  // Without dropout each adapter keeps x itself: q, k, v share the norm's output (one storage), and
+  // so do gate and up; o's input is flash's output, already kept; down keeps the SwiGLU product.
+  w.lora.dropout = 0.0;
+  auto no_drop = prepare(load_model("llama-3-8b").value(), w).value();
+  ASSERT_TRUE(evaluate(no_drop, {.seq_len = 2048}, t));
+  const int64_t per_token_p0 = (8 * h + 8) + (2 * h + 3 * 2 * r) + (2 * kvd + 2 * (ad + kvd) + 2 * ad + 4 * a) +
+                               (2 * r) + (2 * h + 2 * 2 * r) + (2 * f + 2 * r) + 3 * 2 * f;
+  EXPECT_EQ(t.per_layer, 2048 * per_token_p0);
+}
+
 TEST(Finetune, ChecksNameTheField) {
   auto model = load_model("llama-3-8b").value();
   Workload w;
