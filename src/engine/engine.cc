@@ -359,9 +359,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
                                                               s_local),
                                                   l.micro_batch),
                                       v_local)};
+  // A 4-bit base dequantizes one linear's weight at a time (finetune.h), on every stage.
+  const Bytes dequantized{p.shape_static ? dequantized_weight_bytes(p.tensors, w, par.tp) : -1};
   auto largest_transient = [&](bool last) {
     Bytes peak{-1};
-    for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1}})
+    for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1},
+                    dequantized})
       if (x > peak) peak = x;
     return peak < Bytes{0} ? Bytes{0} : peak;
   };
@@ -442,6 +445,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.layers_total = layers.count();
     sink.zero3_layer_params = largest_layer;
     sink.zero3_bytes = zero3.count();
+    sink.dequantized_weight = dequantized.count();
   }
   return true;
 }

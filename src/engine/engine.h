@@ -65,6 +65,7 @@ struct RecordingSink {
   int64_t zero3_layer_params = 0;  // Ψ of the largest layer per rank, when the ZeRO-3 transient exists
   int64_t zero3_bytes = -1;        // -1: no ZeRO-3 transient
   int64_t logits_grad = -1;        // -1: the peak stage is not the last
+  int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
   StageParams stage;               // the peak stage's parameters
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;

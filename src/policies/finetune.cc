@@ -298,6 +298,15 @@ std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Worklo
   return terms;
 }
 
+int64_t dequantized_weight_bytes(const std::vector<WeightTensor>& tensors, const Workload& w, int64_t tp) {
+  if (!w.lora.enabled() || w.lora.base != BaseWeights::kNF4) return -1;
+  int64_t largest = 0;
+  for (const WeightTensor& t : tensors)
+    if (t.role == WeightRole::kLinear && is_matrix(t))
+      largest = std::max(largest, checked_mul(t.rank_rows(tp), t.rank_cols(tp)));
+  return checked_mul(largest, dtype_bits(w.dtype) / 8);
+}
+
 std::string finetune_summary(const Workload& w) {
   std::string out;
   if (w.precision == Precision::kPure) out += ", pure precision";

@@ -87,6 +87,12 @@ StageStatic finetune_stage_static(const FinetuneStatic& s, int zero_stage, bool 
 std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Workload& w, int zero_stage, int64_t dp,
                                            bool offload, Bytes weights, Bytes gradients, Bytes optimizer);
 
+/// The transient of a 4-bit base: bitsandbytes' MatMul4Bit dequantizes the whole weight to the
+/// compute dtype (here the activation dtype `e`) in forward and again in backward, one linear at a
+/// time: e · rows · cols of the largest quantized linear. -1 when the base is not nf4.
+/// Example: Llama-3-8B in nf4, bf16: 2 · 14336 · 4096 = 117,440,512 (gate, up or down).
+int64_t dequantized_weight_bytes(const std::vector<WeightTensor>& tensors, const Workload& w, int64_t tp);
+
 /// The fine-tuning settings in a line, "" when every one is the default (full fine-tuning,
 /// mixed precision). Example: ", LoRA r=16 on q,v (nf4 base, fp32 adapters)".
 std::string finetune_summary(const Workload& w);

@@ -210,6 +210,23 @@ TEST(Finetune, LoraActivationsPerLayerLlama3_8B) {
   EXPECT_EQ(t.per_layer, 2048 * per_token_p0);
 }
 
+// bitsandbytes MatMul4Bit dequantizes the whole weight to the compute dtype for each matmul: the
+// largest Llama-3-8B linear is 14336 × 4096, 117,440,512 bytes in bf16; none for a 16-bit base.
+TEST(Finetune, DequantizedWeightTransient) {
+  Workload w = lora_all(16);
+  w.lora.base = BaseWeights::kNF4;
+  EXPECT_EQ(dequantized_weight_bytes(llama_3_8b(), w, 1), 2 * 14336 * 4096);
+  w.lora.base = BaseWeights::kBF16;
+  EXPECT_EQ(dequantized_weight_bytes(llama_3_8b(), w, 1), -1);
+  // In a short sequence the logits transient is smaller and the dequantized weight is the peak's.
+  w.lora.base = BaseWeights::kNF4;
+  auto prepared = prepare(load_model("llama-3-8b").value(), w).value();
+  auto report = explain(prepared, {.seq_len = 32}).value();
+  EXPECT_EQ(report.estimate.peak_transient_key, "dequantized_weight");
+  EXPECT_EQ(report.totals.transient, 2 * 14336 * 4096);
+  EXPECT_EQ(report.estimate.total(), Bytes{report.totals.total});
+}
+
 TEST(Finetune, ChecksNameTheField) {
   auto model = load_model("llama-3-8b").value();
   Workload w;

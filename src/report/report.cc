@@ -299,6 +299,17 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
       b.add(l);
     }
   }
+  if (rec.dequantized_weight >= 0) {
+    // bitsandbytes MatMul4Bit: F.dequantize_4bit(W).to(x.dtype) in forward, and again in backward
+    // for the input's gradient; one linear at a time, freed after its matmul.
+    Term d;
+    d.key = "dequantized_weight";
+    d.label = "nf4 base: the largest linear dequantized for its matmul (forward and backward)";
+    d.formula = "e · rows · cols (largest quantized linear)";
+    d.substituted = fmt::format("{} B", group_digits(rec.dequantized_weight));
+    d.bytes = Bytes{rec.dequantized_weight};
+    b.add(d);
+  }
   return b;
 }
 
