@@ -258,6 +258,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_sequence(l.seq_len, par, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
+  if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
 
   const Binding b = bind(p, l);
   const GraphSet& g = *b.graphs;

@@ -159,4 +159,29 @@ bool check_finetune(const Workload& w, const Layout& l, Reporter& r) {
   return true;
 }
 
+/// LoRA against the model and framework: adapters are modelled as PEFT places them on separate
+/// HF projections; one adapter on a fused qkv_proj / gate_up_proj (GPT-2, GPT-NeoX, Phi-3) or on
+/// Megatron's fused linear_qkv / linear_fc1 has other shapes and saves, not modelled yet.
+template <typename Reporter>
+bool check_finetune_model(bool fused_qkv, bool fused_gate_up, const Workload& w, Reporter& r) {
+  if (!w.lora.enabled()) return true;
+  if (w.framework == Framework::kMegatron)
+    return r.fail(ErrorKind::kIncompatible, "framework", [] {
+      return std::string("@framework megatron: LoRA is modelled as PEFT applies it to HF models; use @framework hf");
+    });
+  const unsigned qkv = kLoraQ | kLoraK | kLoraV;
+  const unsigned gate_up = kLoraGate | kLoraUp;
+  const bool on_fused_qkv = fused_qkv && (w.lora.targets & qkv);
+  const bool on_fused_gate_up = fused_gate_up && (w.lora.targets & gate_up);
+  const unsigned rest = w.lora.targets & ~(on_fused_qkv ? qkv : 0u) & ~(on_fused_gate_up ? gate_up : 0u);
+  if (on_fused_qkv || on_fused_gate_up)
+    return r.fail(ErrorKind::kIncompatible, "lora_targets", [&] {
+      return fmt::format("@lora_targets {}: this model fuses {} into one projection, and an adapter on a fused "
+                         "projection is not modelled yet; target {}",
+                         lora_targets_name(w.lora.targets), on_fused_qkv ? "q, k and v" : "gate and up",
+                         rest ? lora_targets_name(rest) : std::string("o or down"));
+    });
+  return true;
+}
+
 }  // namespace actmem::detail

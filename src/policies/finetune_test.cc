@@ -248,6 +248,18 @@ TEST(Finetune, ChecksNameTheField) {
   ada.optimizer = Optimizer::kAdafactor;
   Layout z1{.seq_len = 2048, .zero_stage = 1};
   EXPECT_EQ(check_options(ada, z1).error().field, "zero_stage");
+  // Fused projections (GPT-2's c_attn) and Megatron's fused layers: not modelled, said so.
+  auto gpt2 = prepare(load_model("gpt2").value(), lora_all(8)).value();
+  Totals fused;
+  EXPECT_FALSE(evaluate(gpt2, {.seq_len = 512}, fused));
+  EXPECT_STREQ(fused.error_field, "lora_targets");
+  Workload up_down = lora_all(8);
+  up_down.lora.targets = kLoraO | kLoraUp | kLoraDown;
+  EXPECT_TRUE(evaluate(prepare(load_model("gpt2").value(), up_down).value(), {.seq_len = 512}, fused));
+  Workload megatron = lora_all(8);
+  megatron.framework = Framework::kMegatron;
+  EXPECT_FALSE(evaluate(prepare(model, megatron).value(), {.seq_len = 512}, fused));
+  EXPECT_STREQ(fused.error_field, "framework");
   auto params_only = prepare_params_only(8'000'000'000, ada).value();
   Totals t;
   EXPECT_FALSE(evaluate(params_only, {.seq_len = 2048}, t));

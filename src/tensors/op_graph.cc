@@ -214,7 +214,7 @@ int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& 
 /// router, the LM head, routed experts, MLA's projections, fused qkv / gate_up).
 unsigned lora_target_of(const std::string& name) {
   static constexpr std::pair<const char*, unsigned> kNames[] = {
-      {"attn.q", kLoraQ},       {"attn.k", kLoraK},     {"attn.v", kLoraV},         {"attn.o_proj", kLoraO},
+      {"attn.q", kLoraQ},       {"attn.q_proj", kLoraQ},       {"attn.k", kLoraK},     {"attn.v", kLoraV},         {"attn.o_proj", kLoraO},
       {"mlp.gate", kLoraGate},  {"mlp.up", kLoraUp},    {"mlp.fc1", kLoraUp},       {"mlp.down", kLoraDown},    {"moe.shared.gate", kLoraGate},
       {"moe.shared.up", kLoraUp}, {"moe.shared.down", kLoraDown}};
   for (const auto& [n, bit] : kNames)
