@@ -138,8 +138,11 @@ std::string lora_targets_name(unsigned targets) {
 
 bool lora_targets(const WeightTensor& t, unsigned targets) {
   if (t.role != WeightRole::kLinear || !is_matrix(t) || t.part == WeightPart::kRoutedExperts) return false;
-  for (const auto& [bit, module] : kTargetModules)
-    if ((targets & bit) && t.name.ends_with("." + std::string(module))) return true;
+  const std::string_view name = t.name;
+  for (const auto& [bit, module] : kTargetModules)  // "….q_proj": a whole module name, no allocation
+    if ((targets & bit) && name.size() > module.size() && name.ends_with(module) &&
+        name[name.size() - module.size() - 1] == '.')
+      return true;
   return false;
 }
 
