@@ -227,6 +227,53 @@ TEST(Finetune, DequantizedWeightTransient) {
   EXPECT_EQ(report.estimate.total(), Bytes{report.totals.total});
 }
 
+// evaluate() and explain() agree on every fine-tuning workload over a grid of layouts, and the
+// report's terms add up to the peak (as engine_test checks for the defaults).
+TEST(Finetune, EvaluateEqualsExplainOverLayouts) {
+  const auto model = load_model("llama-3-8b").value();
+  std::vector<Workload> workloads;
+  for (BaseWeights base : {BaseWeights::kBF16, BaseWeights::kInt8, BaseWeights::kNF4}) {
+    Workload w = lora_all(8);
+    w.lora.base = base;
+    w.lora.dropout = 0.1;
+    w.optimizer = Optimizer::kPagedAdamW8bit;
+    workloads.push_back(w);
+  }
+  Workload ada;
+  ada.optimizer = Optimizer::kAdafactor;
+  ada.precision = Precision::kPure;
+  workloads.push_back(ada);
+  Workload bwd;
+  bwd.optimizer_in_backward = true;
+  bwd.precision = Precision::kPure;
+  workloads.push_back(bwd);
+  int checked = 0;
+  for (const Workload& w : workloads) {
+    const auto prepared = prepare(model, w).value();
+    for (int64_t tp : {1, 2, 8})
+      for (int64_t dp : {1, 4})
+        for (int zero : {0, 1, 2})
+          for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+            Layout l{.seq_len = 1024, .micro_batch = 2, .recompute = rc, .zero_stage = zero};
+            l.parallel.tp = tp;
+            l.parallel.dp = dp;
+            Totals t;
+            const bool ok = evaluate(prepared, l, t);
+            auto report = explain(prepared, l);
+            ASSERT_EQ(ok, report.has_value());
+            if (!ok) {
+              EXPECT_EQ(t.error_field, report.error().field);
+              continue;
+            }
+            EXPECT_EQ(report->totals.total, t.total);
+            EXPECT_EQ(report->estimate.total(), Bytes{t.total});
+            ++checked;
+          }
+  }
+  // Adafactor and the step in backward refuse ZeRO 1 and 2: 2 of 6 (tp, dp) x zero cells.
+  EXPECT_EQ(checked, 3 * 36 + 2 * 12);
+}
+
 TEST(Finetune, ChecksNameTheField) {
   auto model = load_model("llama-3-8b").value();
   Workload w;
