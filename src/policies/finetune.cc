@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>  // std::countr_zero
 
 #include "util/text_table.h"  // group_digits, format_binary
 
@@ -10,16 +9,20 @@ namespace actmem {
 
 namespace {
 
-constexpr std::array<std::pair<unsigned, std::string_view>, 7> kTargetNames{{
-    {kLoraQ, "q"}, {kLoraK, "k"}, {kLoraV, "v"}, {kLoraO, "o"}, {kLoraGate, "gate"}, {kLoraUp, "up"}, {kLoraDown, "down"}}};
-// PEFT's target_modules names for each target (matched against the end of the module name).
-constexpr std::array<std::pair<unsigned, std::string_view>, 7> kTargetModules{{{kLoraQ, "q_proj"},
-                                                                               {kLoraK, "k_proj"},
-                                                                               {kLoraV, "v_proj"},
-                                                                               {kLoraO, "o_proj"},
-                                                                               {kLoraGate, "gate_proj"},
-                                                                               {kLoraUp, "up_proj"},
-                                                                               {kLoraDown, "down_proj"}}};
+// Each LoRA target: its short name here and the module name PEFT's target_modules match (the end
+// of the module's dotted name).
+struct TargetName {
+  unsigned bit;
+  std::string_view name;
+  std::string_view module;
+};
+constexpr std::array<TargetName, 7> kTargets{{{kLoraQ, "q", "q_proj"},
+                                              {kLoraK, "k", "k_proj"},
+                                              {kLoraV, "v", "v_proj"},
+                                              {kLoraO, "o", "o_proj"},
+                                              {kLoraGate, "gate", "gate_proj"},
+                                              {kLoraUp, "up", "up_proj"},
+                                              {kLoraDown, "down", "down_proj"}}};
 
 // bitsandbytes, bitsandbytes/functional.py quantize_4bit: 64 weights per absmax block (Params4bit's
 // default blocksize); with compress_statistics the absmax is itself quantized blockwise, 256 per block.
@@ -114,9 +117,9 @@ Expected<unsigned> parse_lora_targets(std::string_view text) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
     const std::string_view word = text.substr(start, comma - start);
     bool found = false;
-    for (const auto& [bit, name] : kTargetNames)
-      if (word == name || word == kTargetModules[static_cast<std::size_t>(std::countr_zero(bit))].second) {
-        out |= bit;
+    for (const TargetName& t : kTargets)
+      if (word == t.name || word == t.module) {
+        out |= t.bit;
         found = true;
       }
     if (!found)
@@ -131,18 +134,20 @@ Expected<unsigned> parse_lora_targets(std::string_view text) {
 
 std::string lora_targets_name(unsigned targets) {
   std::string out;
-  for (const auto& [bit, name] : kTargetNames)
-    if (targets & bit) out += (out.empty() ? "" : ",") + std::string(name);
+  for (const TargetName& t : kTargets)
+    if (targets & t.bit) out += (out.empty() ? "" : ",") + std::string(t.name);
   return out;
 }
 
 bool lora_targets(const WeightTensor& t, unsigned targets) {
   if (t.role != WeightRole::kLinear || !is_matrix(t) || t.part == WeightPart::kRoutedExperts) return false;
   const std::string_view name = t.name;
-  for (const auto& [bit, module] : kTargetModules)  // "….q_proj": a whole module name, no allocation
-    if ((targets & bit) && name.size() > module.size() && name.ends_with(module) &&
+  for (const TargetName& target : kTargets) {  // "….q_proj": a whole module name, no allocation
+    const std::string_view module = target.module;
+    if ((targets & target.bit) && name.size() > module.size() && name.ends_with(module) &&
         name[name.size() - module.size() - 1] == '.')
       return true;
+  }
   return false;
 }
 
