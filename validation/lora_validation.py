@@ -57,14 +57,19 @@ class LoraLinear(nn.Module):
 
 
 def apply_lora(model, rank, targets, dropout):
+    """PEFT's target_modules matching: every nn.Linear whose name is one of the targets' module
+    names, wherever it sits (attention, dense MLP, shared experts), except routed experts, which
+    actmem does not target (finetune.h, lora_targets())."""
     for p in model.parameters():
         p.requires_grad_(False)
-    for layer in model.layers:
-        for parent in (layer.attn, layer.mlp):
-            for t in targets:
-                name = TARGETS[t]
-                if hasattr(parent, name):
-                    setattr(parent, name, LoraLinear(getattr(parent, name), rank, dropout))
+    names = {TARGETS[t] for t in targets}
+    for path, module in list(model.named_modules()):
+        if "experts." in path + "." and "shared" not in path:
+            continue
+        for name in names:
+            child = getattr(module, name, None)
+            if isinstance(child, nn.Linear):
+                setattr(module, name, LoraLinear(child, rank, dropout))
     # transformers PreTrainedModel.enable_input_require_grads()
     model.embed.register_forward_hook(lambda module, inputs, output: output.requires_grad_(True))
     return model
@@ -86,6 +91,21 @@ CASES = [
               "q,k,v,o", 0.05),
     lora_case("llama-lora-all-full-bf16", run_validation.LLAMA_GQA, "flash", "full", "bf16", 48, 3, 8,
               "q,k,v,o,gate,up,down", 0.1),
+    # Qwen2 (q/k/v biases), Gemma ((1 + w) RMSNorm in fp32, tied head), Mixtral (routed experts
+    # not targeted; the frozen router keeps no input)
+    lora_case("qwen2-lora-qkv-drop-flash-bf16", run_validation.QWEN2, "flash", "none", "bf16", 40, 2, 8, "q,k,v", 0.1),
+    lora_case("gemma-lora-all-eager-bf16", run_validation.GEMMA, "eager", "none", "bf16", 33, 2, 8,
+              "q,k,v,o,gate,up,down", 0.0),
+    lora_case("mixtral-lora-qvo-flash-bf16", run_validation.MIXTRAL, "flash", "none", "bf16", 40, 2, 8, "q,v,o", 0.1),
+    # Qwen2-MoE's and DeepSeek-V3's shared experts carry adapters (gate/up/down_proj); DeepSeek's
+    # fp32 router, frozen, keeps only its weight's fp32 copy; MLA: q_proj (q_lora_rank 0) and o_proj
+    lora_case("qwen3moe-lora-qkvo-drop-flash-bf16", run_validation.QWEN3_MOE, "flash", "none", "bf16", 24, 2, 8,
+              "q,k,v,o", 0.1),
+    lora_case("qwen2moe-lora-qv-mlp-drop-flash-bf16", run_validation.QWEN2_MOE, "flash", "none", "bf16", 24, 2, 8,
+              "q,v,gate,up,down", 0.1),
+    lora_case("dsv3-lora-qo-flash-bf16", run_validation.DSV3_NOLORA, "flash", "none", "bf16", 24, 2, 8, "q,o", 0.0),
+    lora_case("dsv3-lora-o-mlp-drop-flash-bf16", run_validation.DSV3, "flash", "none", "bf16", 24, 2, 8,
+              "q,o,gate,up,down", 0.1),
 ]
 
 

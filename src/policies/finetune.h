@@ -40,8 +40,9 @@ Expected<unsigned> parse_lora_targets(std::string_view text);
 std::string lora_targets_name(unsigned targets);
 
 /// Whether a weight tensor gets an adapter: a kLinear matrix named `…q_proj` etc. (PEFT matches
-/// target_modules by the module name's suffix). Routed experts are not targeted (transformers keeps
-/// them as fused 3-D parameters, not nn.Linear modules).
+/// target_modules by the module name's suffix). Routed experts are not targeted: PEFT cannot wrap
+/// experts held as fused 3-D parameters; where each expert is its own nn.Linear modules, PEFT's
+/// suffix match would wrap every expert too, which is not modelled.
 bool lora_targets(const WeightTensor& t, unsigned targets);
 
 /// Whether a workload's static memory needs the weight shapes (finetune_static) rather than

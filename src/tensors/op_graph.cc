@@ -436,7 +436,9 @@ int moe(Builder& g, const Context& c, int x) {
   const Dim top_k = Dim::lit("k", spec.experts_per_token);
   linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
   if (c.hf.router_fp32 && c.e != DType::kFP32) {
-    g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
+    // A frozen router (LoRA) needs x.float() only for its weight's gradient: not kept then.
+    if (!c.workload.lora.enabled())
+      g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
     g.save(g.add("moe.router_weight_fp32", grp, "router", {experts, c.h}, DType::kFP32,
                  "weight.float(): a new copy of the gate parameter, kept by F.linear"));
   }
