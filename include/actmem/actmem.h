@@ -31,6 +31,7 @@
 #include "model/model_spec.h"
 #include "policies/options.h"
 #include "policies/option_table.h"  // set_training_option(): options by name (Python keywords)
+#include "policies/finetune.h"  // parse_lora_targets(), the LoRA target bits
 #include "model/presets.h"
 #include "serve/serve.h"
 #include "engine/training.h"
@@ -74,6 +75,7 @@ struct Totals {
   int64_t gradients = 0;
   int64_t optimizer = 0;      // on the GPU (0 when offloaded)
   int64_t cpu_optimizer = 0;  // offloaded to host memory
+  int64_t paged_optimizer = 0;  // of optimizer: bitsandbytes paged state in unified memory
   int64_t activations = 0;    // saved activations in flight on the peak stage
   int64_t transient = 0;      // the largest transient of the step on the peak stage
   int64_t reserve = 0;

@@ -27,6 +27,7 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
   o.weight_dtype = w.weight_dtype;
   o.grad_dtype = w.grad_dtype;
   o.optimizer = w.optimizer;
+  o.precision = w.precision;
   o.zero_stage = l.zero_stage;
   o.offload_optimizer = l.offload_optimizer;
   o.parallel = l.parallel;
@@ -66,6 +67,8 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     for (std::size_t i = 0; i < p->kind_of.size(); ++i) p->kind_params[p->kind_of[i]] = p->params.layers[i];
     p->middle_kind = p->kind_of[model.layers.size() / 2];
     p->lm_head_macs = lm_head_macs_per_token(model);
+    p->shape_static = needs_weight_shapes(workload);
+    if (p->shape_static) p->tensors = weight_tensors(model);
     PreparedModel out;
     out.impl_ = std::move(p);
     return out;
@@ -230,6 +233,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   Scratch& s = scratch();
 
   if (p.param_only) {
+    if (needs_weight_shapes(w))
+      return reporter.fail(ErrorKind::kIncompatible, "params", [&] {
+        return fmt::format("@params gives no weight shapes, which {} needs; give @model",
+                           w.lora.enabled() ? "LoRA" : w.optimizer_in_backward ? "the optimizer step in backward"
+                                                                                : kOptimizerNames.name(w.optimizer));
+      });
     if (par.cp > 1 || par.ep > 1 || par.sp)
       return reporter.fail(ErrorKind::kIncompatible, "params", [] {
         return std::string("@params gives no architecture: @cp, @ep and @sp need a model (@model)");
@@ -266,6 +275,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_sequence(l.seq_len, par, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
+  if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
 
   const Binding b = bind(p, l);
   const GraphSet& g = *b.graphs;
@@ -380,9 +390,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
                                                               s_local),
                                                   l.micro_batch),
                                       v_local)};
+  // A 4-bit base dequantizes one linear's weight at a time (finetune.h), on every stage.
+  const Bytes dequantized{p.shape_static ? dequantized_weight_bytes(p.tensors, w, par.tp) : -1};
   auto largest_transient = [&](bool last) {
     Bytes peak{-1};
-    for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1}})
+    for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1},
+                    dequantized})
       if (x > peak) peak = x;
     return peak < Bytes{0} ? Bytes{0} : peak;
   };
@@ -420,8 +433,17 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.in_flight_micro_batches = s.counts[0];
     }
 
-    const StageParams st = stage_params_from_kinds(p, par, b.split, rank, s);
-    const StageStatic bytes = stage_static_bytes(st, p.per_param, l.zero_stage, l.offload_optimizer, par);
+    StageParams st = stage_params_from_kinds(p, par, b.split, rank, s);
+    StageStatic bytes;
+    if (p.shape_static) {  // one stage (check_finetune): the whole model's tensors
+      const FinetuneStatic fs = finetune_static(p.tensors, w, par.tp);
+      bytes = finetune_stage_static(fs, l.zero_stage, l.offload_optimizer, par.dp);
+      st.dense = checked_add(fs.trainable, fs.frozen);
+      st.expert = 0;
+      t.paged_optimizer = l.offload_optimizer ? 0 : ceil_div(fs.paged_state.count(), l.zero_stage >= 1 ? par.dp : 1);
+    } else {
+      bytes = stage_static_bytes(st, p.per_param, l.zero_stage, l.offload_optimizer, par);
+    }
     const Bytes transient = largest_transient(rank == par.pp - 1);
     const Bytes stage_peak = bytes.total() + stage + transient;
     if (stage_peak > best_peak) {
@@ -451,6 +473,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.layers_total = layers.count();
     sink.zero3_layer_params = largest_layer;
     sink.zero3_bytes = zero3.count();
+    sink.dequantized_weight = dequantized.count();
   }
   return true;
 }

@@ -14,6 +14,8 @@
 #include "policies/pipeline_split.h"
 #include "policies/recompute_plan.h"
 #include "policies/static_memory.h"
+#include "policies/finetune.h"
+#include "model/weight_tensors.h"
 
 namespace actmem::detail {
 
@@ -38,6 +40,8 @@ struct Prepared {
   std::array<GraphSet, 4> variants;      // by Variant::index()
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
   double lm_head_macs = 0;               // h·V per token
+  bool shape_static = false;             // static memory from the weight shapes (finetune.h)
+  std::vector<WeightTensor> tensors;     // every weight tensor, when shape_static
 };
 
 /// What one layout binds: the per-GPU symbol values and the variant of the graphs.
@@ -71,6 +75,7 @@ struct RecordingSink {
   int64_t zero3_layer_params = 0;  // Ψ of the largest layer per rank, when the ZeRO-3 transient exists
   int64_t zero3_bytes = -1;        // -1: no ZeRO-3 transient
   int64_t logits_grad = -1;        // -1: the peak stage is not the last
+  int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
   StageParams stage;               // the peak stage's parameters
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;

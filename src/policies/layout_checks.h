@@ -14,6 +14,7 @@
 #include "model/model_spec.h"
 #include "policies/options.h"
 #include "policies/pipeline_split.h"
+#include "policies/finetune.h"  // check_finetune
 
 namespace actmem::detail {
 
@@ -121,7 +122,7 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       return r.fail(ErrorKind::kInvalid, d.field, [&] { return fmt::format("@{} {} must be in [0, 1)", d.field, *d.p); });
   if (l.reserve < Bytes{0})
     return r.fail(ErrorKind::kInvalid, "reserve", [] { return std::string("@reserve must not be negative"); });
-  return true;
+  return check_finetune(w, l, r);
 }
 
 /// The parallel layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "policies/finetune.h"  // parse_lora_targets, kLoraQ
 #include "util/spellcheck.h"
 
 namespace actmem {
@@ -122,6 +123,35 @@ const std::array kRows{
         ACTMEM_SET(as_count, layout.parallel.first_stage_layers)},
     Row{{"last_stage_layers", OptionKind::kCount, "uneven pipeline: layers on the last stage"},
         ACTMEM_SET(as_count, layout.parallel.last_stage_layers)},
+    // Fine-tuning (finetune.h): precision, the optimizer step in backward, LoRA / QLoRA.
+    Row{{"precision", OptionKind::kText, "mixed (fp32 master and state) or pure (all in the weight dtype)"},
+        ACTMEM_SET_NAME(kPrecisionNames, workload.precision)},
+    Row{{"optimizer_in_backward", OptionKind::kFlag, "each gradient freed after its optimizer step (torchtune)"},
+        ACTMEM_SET(as_flag, workload.optimizer_in_backward)},
+    Row{{"lora_rank", OptionKind::kCount, "LoRA rank r (0 = full fine-tuning)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto x = as_count(n, v);
+          if (!x) return x.error();
+          s.workload.lora.rank = *x;
+          if (*x > 0 && s.workload.lora.targets == 0) s.workload.lora.targets = kLoraQ | kLoraV;  // PEFT's default for Llama
+          return {};
+        }},
+    Row{{"lora_targets", OptionKind::kText, "q,k,v,o,gate,up,down or all (default q,v)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto text = as_text(n, v);
+          if (!text) return text.error();
+          auto targets = parse_lora_targets(*text);
+          if (!targets) return targets.error();
+          s.workload.lora.targets = *targets;
+          return {};
+        }},
+    Row{{"lora_dropout", OptionKind::kReal, "LoRA dropout p"}, ACTMEM_SET(as_real, workload.lora.dropout)},
+    Row{{"base_weight_dtype", OptionKind::kText, "frozen base: bf16, fp16, fp32, int8 or nf4"},
+        ACTMEM_SET_NAME(kBaseWeightNames, workload.lora.base)},
+    Row{{"double_quant", OptionKind::kFlag, "nf4: quantize the absmax too (bnb_4bit_use_double_quant)"},
+        ACTMEM_SET(as_flag, workload.lora.double_quant)},
+    Row{{"adapter_dtype", OptionKind::kText, "LoRA adapter dtype (PEFT default fp32)"},
+        ACTMEM_SET(as_dtype, workload.lora.adapter_dtype)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},
         [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
           if (const auto* bytes = std::get_if<int64_t>(&v)) {

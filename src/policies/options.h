@@ -20,7 +20,17 @@ namespace actmem {
 enum class Framework { kHF, kMegatron };
 enum class AttentionImpl { kEager, kSdpa, kFlash };
 enum class Recompute { kNone, kSelective, kFull };
-enum class Optimizer { kAdamW, kAdamW8bit, kSGD };
+// kAdamW8bit/kPagedAdamW*: bitsandbytes (AdamW8bit, PagedAdamW, PagedAdamW8bit); kAdafactor:
+// transformers' Adafactor (factored second moments, no first moment by default); kSGD: torch.optim.SGD
+// with momentum, kSGDPlain: without (no state). Rules and sources: static_memory.cc, finetune.cc.
+enum class Optimizer { kAdamW, kAdamW8bit, kSGD, kPagedAdamW, kPagedAdamW8bit, kAdafactor, kSGDPlain };
+// kMixed: an fp32 master copy and fp32 optimizer state beside 16-bit weights (Megatron, DeepSpeed,
+// the default). kPure: no master copy, optimizer state in the weight dtype (torchtune's dtype=bf16,
+// LitGPT's "bf16-true").
+enum class Precision { kMixed, kPure };
+// Frozen base weights of a LoRA fine-tune: kept as they are, or quantized by bitsandbytes
+// (int8: LLM.int8() Linear8bitLt; nf4: QLoRA Linear4bit).
+enum class BaseWeights { kBF16, kFP16, kFP32, kInt8, kNF4 };
 /// Which transformers release the hf rules follow: the code layouts save differently
 /// (validation/EXPECTED.md, "transformers versions"). 4.57 is the 4.5x layout every hf rule is
 /// measured against; 4.44 differs in the loss (s−1 shifted rows).
@@ -36,10 +46,37 @@ inline constexpr NameTable<Recompute, 3> kRecomputeNames{
     "recomputation",
     "recompute",
     {{{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}}};
-inline constexpr NameTable<Optimizer, 3> kOptimizerNames{
+inline constexpr NameTable<Optimizer, 7> kOptimizerNames{
     "optimizer",
     "optimizer",
-    {{{Optimizer::kAdamW, "adamw"}, {Optimizer::kAdamW8bit, "adamw-8bit"}, {Optimizer::kSGD, "sgd"}}}};
+    {{{Optimizer::kAdamW, "adamw"},
+      {Optimizer::kAdamW8bit, "adamw-8bit"},
+      {Optimizer::kSGD, "sgd"},
+      {Optimizer::kPagedAdamW, "paged-adamw"},
+      {Optimizer::kPagedAdamW8bit, "paged-adamw-8bit"},
+      {Optimizer::kAdafactor, "adafactor"},
+      {Optimizer::kSGDPlain, "sgd-nomomentum"}}}};
+inline constexpr NameTable<Precision, 2> kPrecisionNames{
+    "precision", "precision", {{{Precision::kMixed, "mixed"}, {Precision::kPure, "pure"}}}};
+inline constexpr NameTable<BaseWeights, 5> kBaseWeightNames{"base weight dtype",
+                                                            "base_weight_dtype",
+                                                            {{{BaseWeights::kBF16, "bf16"},
+                                                              {BaseWeights::kFP16, "fp16"},
+                                                              {BaseWeights::kFP32, "fp32"},
+                                                              {BaseWeights::kInt8, "int8"},
+                                                              {BaseWeights::kNF4, "nf4"}}}};
+
+/// LoRA (PEFT's lora.Linear, torchtune's LoRALinear): the base model frozen, adapters A (r × in)
+/// and B (out × r) beside each targeted linear layer are the only trainable parameters.
+struct LoraOptions {
+  int64_t rank = 0;         // r; 0 = no LoRA (full fine-tuning)
+  unsigned targets = 0;     // bits of LoraTarget (finetune.h); 0 with rank > 0 = an error
+  double dropout = 0.0;     // lora_dropout p (activations only)
+  BaseWeights base = BaseWeights::kBF16;
+  bool double_quant = false;          // nf4: bnb_4bit_use_double_quant (8-bit absmax)
+  DType adapter_dtype = DType::kFP32; // PEFT upcasts adapters to fp32 (autocast_adapter_dtype=True)
+  bool enabled() const { return rank > 0; }
+};
 
 inline constexpr NameTable<HfVersion, 2> kHfVersionNames{
     "transformers version", "hf_version", {{{HfVersion::k4_44, "4.44"}, {HfVersion::k4_57, "4.57"}}}};
@@ -55,6 +92,9 @@ struct Workload {
   DType grad_dtype = DType::kBF16;          // bf16 gives the classic 16 bytes/param; fp32 accumulation 18
   Optimizer optimizer = Optimizer::kAdamW;
   HfVersion hf_version = HfVersion::k4_57;  // framework hf: the transformers code layout
+  Precision precision = Precision::kMixed;
+  bool optimizer_in_backward = false;  // torchtune optimizer_in_bwd: each gradient freed after its step
+  LoraOptions lora;
 };
 
 /// What one evaluation binds.

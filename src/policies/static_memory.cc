@@ -31,21 +31,43 @@ BytesPerParam bytes_per_param(const StaticOptions& options) {
   b.weights = dtype_bits(options.weight_dtype) / 8.0;
   b.gradients = dtype_bits(options.grad_dtype) / 8.0;
   // Mixed precision keeps an fp32 master copy for the update (ZeRO paper §3.1: K = 12 for Adam).
-  const bool master = options.weight_dtype != DType::kFP32;
+  // Pure low precision (torchtune with dtype=bf16, LitGPT "bf16-true") keeps none, and
+  // torch.optim creates its state like the parameter (zeros_like(p)): moments in the weight dtype.
+  const bool mixed = options.precision == Precision::kMixed;
+  const bool master = mixed && options.weight_dtype != DType::kFP32;
   const double master_bytes = master ? 4.0 : 0.0;
   const std::string master_text = master ? "4 (fp32 master) + " : "";
+  const double moment = mixed ? 4.0 : b.weights;
+  const std::string m = fmt::format("{}", moment);
   switch (options.optimizer) {
     case Optimizer::kAdamW:
+      b.optimizer = master_bytes + 2 * moment;
+      b.optimizer_formula = master_text + m + " (m) + " + m + " (v)";
+      break;
+    case Optimizer::kPagedAdamW:
+      // bitsandbytes' 32-bit optimizers keep fp32 state whatever the parameter dtype.
       b.optimizer = master_bytes + 8.0;
       b.optimizer_formula = master_text + "4 (m) + 4 (v)";
       break;
     case Optimizer::kAdamW8bit:
+    case Optimizer::kPagedAdamW8bit:
       b.optimizer = master_bytes + 2.0 + 2 * 4.0 / kAdam8bitBlock;
       b.optimizer_formula = master_text + "1 (m, int8) + 1 (v, int8) + 2·4/2048 (block absmax)";
       break;
     case Optimizer::kSGD:
-      b.optimizer = master_bytes + 4.0;
-      b.optimizer_formula = master_text + "4 (momentum)";
+      b.optimizer = master_bytes + moment;
+      b.optimizer_formula = master_text + m + " (momentum)";
+      break;
+    case Optimizer::kSGDPlain:
+      // torch.optim.SGD with momentum = 0 keeps no momentum_buffer.
+      b.optimizer = master_bytes;
+      b.optimizer_formula = master ? "4 (fp32 master)" : "0 (no state)";
+      break;
+    case Optimizer::kAdafactor:
+      // transformers' Adafactor keeps no master copy (it updates p.float() in place and copies
+      // back); its factored state depends on the shapes: finetune_static().
+      b.optimizer = 0.0;
+      b.optimizer_formula = "factored second moments (by shape)";
       break;
   }
   return b;

@@ -21,13 +21,15 @@ struct StaticOptions {
   DType weight_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;  // bf16 gives the classic 16 bytes/param; fp32 accumulation gives 18
   Optimizer optimizer = Optimizer::kAdamW;
+  Precision precision = Precision::kMixed;  // kPure: no fp32 master, moments in the weight dtype
   int zero_stage = 0;               // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
   bool offload_optimizer = false;   // optimizer state (and fp32 master weights) live in CPU memory
   ParallelLayout parallel;
 };
 
 /// Bytes per parameter of each part, before sharding.
-/// Example: mixed-precision AdamW (bf16 weights and grads): 2 + 2 + 12 = 16.
+/// Example: mixed-precision AdamW (bf16 weights and grads): 2 + 2 + 12 = 16; pure bf16: 2 + 2 + 4 = 8.
+/// Adafactor's state depends on the shapes (finetune.h): here only its master copy.
 struct BytesPerParam {
   double weights = 0;
   double gradients = 0;

@@ -55,9 +55,9 @@ std::string header_lines(const Report& r) {
     out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
                        l.seq_len, l.micro_batch, dtype_name(w.dtype), kFrameworkNames.name(w.framework),
                        kAttentionNames.name(w.attention), kRecomputeNames.name(l.recompute));
-  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}\n", dtype_name(w.weight_dtype),
+  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}{}\n", dtype_name(w.weight_dtype),
                      dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer), l.zero_stage,
-                     l.offload_optimizer ? ", optimizer offloaded" : "");
+                     l.offload_optimizer ? ", optimizer offloaded" : "", finetune_summary(w));
   out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
                      p.vpp > 1                                             ? fmt::format(" (vpp {})", p.vpp)
                      : p.first_stage_layers > 0 || p.last_stage_layers > 0 ? uneven_stages(p)
@@ -168,6 +168,18 @@ nlohmann::json report_json(const Report& r) {
                  {"total_bytes", e.total().count()},
                  {"pipeline_stage", e.static_memory.stage.stage},
                  {"terms", terms_json(e.memory)}};
+  if (!finetune_summary(w).empty() || needs_weight_shapes(w)) {  // only then: default outputs stay as they were
+    j["inputs"]["precision"] = kPrecisionNames.name(w.precision);
+    j["inputs"]["optimizer_in_backward"] = w.optimizer_in_backward;
+    if (w.lora.enabled())
+      j["inputs"]["lora"] = {{"rank", w.lora.rank},
+                             {"targets", lora_targets_name(w.lora.targets)},
+                             {"dropout", w.lora.dropout},
+                             {"base_weight_dtype", kBaseWeightNames.name(w.lora.base)},
+                             {"double_quant", w.lora.double_quant},
+                             {"adapter_dtype", dtype_name(w.lora.adapter_dtype)}};
+    j["memory"]["paged_optimizer_bytes"] = r.totals.paged_optimizer;
+  }
   nlohmann::json a;
   if (e.activations) {
     const auto& act = *e.activations;

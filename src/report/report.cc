@@ -327,6 +327,17 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
       b.add(l);
     }
   }
+  if (rec.dequantized_weight >= 0) {
+    // bitsandbytes MatMul4Bit: F.dequantize_4bit(W).to(x.dtype) in forward, and again in backward
+    // for the input's gradient; one linear at a time, freed after its matmul.
+    Term d;
+    d.key = "dequantized_weight";
+    d.label = "nf4 base: the largest linear dequantized for its matmul (forward and backward)";
+    d.formula = "e · rows · cols (largest quantized linear)";
+    d.substituted = fmt::format("{} B", group_digits(rec.dequantized_weight));
+    d.bytes = Bytes{rec.dequantized_weight};
+    b.add(d);
+  }
   return b;
 }
 
@@ -353,6 +364,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   so.weight_dtype = p.workload.weight_dtype;
   so.grad_dtype = p.workload.grad_dtype;
   so.optimizer = p.workload.optimizer;
+  so.precision = p.workload.precision;
   so.zero_stage = o.zero_stage;
   so.offload_optimizer = o.offload_optimizer;
   so.parallel = par;
@@ -363,6 +375,13 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   e.static_memory.optimizer = Bytes{t.optimizer};
   e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
   describe_static(e.static_memory, p.per_param, so);
+  if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
+    const FinetuneStatic fs = finetune_static(p.tensors, p.workload, par.tp);
+    e.static_memory.breakdown.terms =
+        describe_finetune_static(fs, p.workload, o.zero_stage, par.dp, o.offload_optimizer, e.static_memory.weights,
+                                 e.static_memory.gradients, e.static_memory.optimizer);
+    for (auto& note : finetune_notes(fs, p.workload)) e.notes.push_back(std::move(note));
+  }
 
   if (p.param_only) {
     e.memory.title = "Peak memory per GPU";

@@ -14,6 +14,7 @@
 
 #include "util/bytes.h"           // checked arithmetic
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
+#include "policies/finetune.h"      // LoRA targets
 
 namespace actmem::detail {
 
@@ -206,20 +207,62 @@ int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& 
   }
   if (keep.mean && !rms) g.save(g.add(prefix + ".mean", group, op, rows, DType::kFP32));
   if (keep.rstd) g.save(g.add(prefix + ".rstd", group, op, rows, DType::kFP32));
-  if (keep.normalized && rms && c.norm_scale_fp32) {
+  // Under LoRA the norm's weight is frozen: weight·x keeps x only for the weight's gradient.
+  const bool frozen = c.workload.lora.enabled();
+  if (keep.normalized && rms && c.norm_scale_fp32 && frozen) {
+    g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
+                 "1 + weight.float(): kept by the multiply for x's gradient"));
+  } else if (keep.normalized && rms && c.norm_scale_fp32) {
     // Gemma: (x·rstd) * (1 + w) in fp32 keeps both factors; with e = 4 the product is the output.
     g.save(g.add(prefix + ".normalized", group, op, full, DType::kFP32, "x·rstd in fp32, kept by (1 + w)·x"));
     g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
                  "1 + weight.float(): a new vector (not the parameter), kept by the multiply"));
-  } else if (keep.normalized) {
+  } else if (keep.normalized && !frozen) {
     g.save(g.add(prefix + ".normalized", group, op, full, c.e, "x·rstd in the activation dtype, kept by weight·x"));
   }
   return g.add(prefix + ".out", group, op, full, c.e);
 }
 
-/// nn.Linear / a Megatron parallel linear: keeps its input.
+/// The LoRA target (finetune.h) a linear of these graphs is, by its name here; 0 for none (the
+/// router, the LM head, routed experts, MLA's projections, fused qkv / gate_up).
+unsigned lora_target_of(const std::string& name) {
+  static constexpr std::pair<const char*, unsigned> kNames[] = {
+      {"attn.q", kLoraQ},       {"attn.q_proj", kLoraQ},       {"attn.k", kLoraK},     {"attn.v", kLoraV},         {"attn.o_proj", kLoraO},
+      {"mlp.gate", kLoraGate},  {"mlp.up", kLoraUp},    {"mlp.fc1", kLoraUp},       {"mlp.down", kLoraDown},    {"moe.shared.gate", kLoraGate},
+      {"moe.shared.up", kLoraUp}, {"moe.shared.down", kLoraDown}};
+  for (const auto& [n, bit] : kNames)
+    if (name == n) return bit;
+  return 0;
+}
+
+int dropout(Builder& g, int input, double p, const Shape& shape, const std::string& prefix, Group group, DType e);
+
+/// PEFT's lora.Linear.forward beside a frozen base: base_layer(x) + lora_B(lora_A(dropout(x)))·scaling.
+/// Measured on torch 1.13 (validation/lora_validation.py): lora_dropout (p > 0; nn.Identity at 0)
+/// keeps its mask and lora_A its output, a new tensor, or at p = 0 lora_A keeps x itself; lora_B
+/// keeps the rank-r intermediate; the scaling multiply keeps nothing. Adapters computing in the
+/// activation dtype (torchtune; PEFT under autocast): PEFT's fp32 adapters without autocast cast x
+/// to fp32 first, which is not modelled.
+void lora_branch(Builder& g, const Context& c, int input, const Shape& out_shape, const std::string& name,
+                 Group group) {
+  const LoraOptions& lora = c.workload.lora;
+  const Shape in_shape = g.at(input).shape;  // a copy: adding storages moves them
+  int a_input = dropout(g, input, lora.dropout, in_shape, name + ".lora", group, c.e);
+  g.save(a_input);
+  const Shape rows{out_shape[0], out_shape[1]};
+  g.save(g.add(name + ".lora_a_out", group, "LoRA A", cat(rows, {Dim::lit("r", lora.rank)}), c.e,
+               "the rank-r intermediate, kept by lora_B"));
+}
+
+/// nn.Linear / a Megatron parallel linear: keeps its input for its weight's gradient. Under LoRA
+/// every base weight is frozen and y = x·Wᵀ needs only W for dx: nothing of x is kept (torch's
+/// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
 int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string name, Group group) {
-  g.save(input);
+  const LoraOptions& lora = c.workload.lora;
+  if (!lora.enabled())
+    g.save(input);
+  else if (lora.targets & lora_target_of(name))
+    lora_branch(g, c, input, out_shape, name, group);
   return g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
 }
 
@@ -406,7 +449,9 @@ int moe(Builder& g, const Context& c, int x) {
   const Dim top_k = Dim::lit("k", spec.experts_per_token);
   linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
   if (c.hf.router_fp32 && c.e != DType::kFP32) {
-    g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
+    // A frozen router (LoRA) needs x.float() only for its weight's gradient: not kept then.
+    if (!c.workload.lora.enabled())
+      g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
     g.save(g.add("moe.router_weight_fp32", grp, "router", {experts, c.h}, DType::kFP32,
                  "weight.float(): a new copy of the gate parameter, kept by F.linear"));
   }
@@ -468,7 +513,9 @@ Graph build_layer(const Context& c, const LayerSpec& spec) {
 Graph build_embedding(const Context& c) {
   Builder g;
   const Dim s_ids = c.s_tp;
-  g.save(g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64));
+  // The embedding's backward needs the ids only for its weight gradient: a frozen table (LoRA) keeps none.
+  const int ids = g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64);
+  if (!c.workload.lora.enabled()) g.save(ids);
   // Megatron-LM VocabParallelEmbedding.forward (tensor_parallel/layers.py), tp > 1: ids outside the
   // rank's vocabulary are masked, and `output_parallel[input_mask, :] = 0.0` (index_put_) keeps the
   // bool mask (measured: validation/EXPECTED.md, "one rank").

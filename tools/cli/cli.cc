@@ -40,6 +40,15 @@ struct TrainingFlags {
   std::string optimizer = "adamw";
   int zero = 0;
   bool offload_optimizer = false;
+  // Fine-tuning (README "Fine-tuning"): precision, the step in backward, LoRA / QLoRA.
+  std::string precision = "mixed";
+  bool optimizer_in_backward = false;
+  int64_t lora_rank = 0;
+  std::string lora_targets;  // default: q,v (PEFT's and torchtune's default for Llama)
+  std::optional<double> lora_dropout;
+  std::string base_weight_dtype = "bf16";
+  bool double_quant = false;
+  std::string adapter_dtype = "fp32";
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -70,6 +79,17 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--optimizer", f.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
   cmd->add_option("--zero", f.zero, "ZeRO stage 0-3 over --dp (FSDP full shard = 3)")->capture_default_str();
   cmd->add_flag("--offload-optimizer", f.offload_optimizer, "optimizer state and fp32 master in CPU memory");
+  cmd->add_option("--precision", f.precision, "mixed (fp32 master + fp32 state) or pure (none; state in the weight dtype)")
+      ->capture_default_str();
+  cmd->add_flag("--optimizer-in-backward", f.optimizer_in_backward, "step each parameter in backward, freeing its gradient");
+  cmd->add_option("--lora-rank", f.lora_rank, "LoRA rank r (0 = full fine-tuning)")->capture_default_str();
+  cmd->add_option("--lora-targets", f.lora_targets, "LoRA layers: subset of q,k,v,o,gate,up,down or all (default q,v)");
+  cmd->add_option("--lora-dropout", f.lora_dropout, "LoRA dropout p");
+  cmd->add_option("--base-weight-dtype", f.base_weight_dtype, "frozen LoRA base: bf16, fp16, fp32, int8 or nf4")
+      ->capture_default_str();
+  cmd->add_flag("--double-quant", f.double_quant, "nf4 with 8-bit block scales (bnb_4bit_use_double_quant)");
+  cmd->add_option("--adapter-dtype", f.adapter_dtype, "LoRA adapter dtype (PEFT: fp32, torchtune: bf16)")
+      ->capture_default_str();
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
   cmd->add_flag("--sp", f.parallel.sp, "sequence parallelism (with --tp)");
@@ -132,6 +152,14 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
                              {"num_micro_batches", f.parallel.num_micro_batches},
                              {"first_stage_layers", f.parallel.first_stage_layers},
                              {"last_stage_layers", f.parallel.last_stage_layers}});
+  named.insert(named.end(), {{"precision", f.precision},
+                             {"optimizer_in_backward", f.optimizer_in_backward},
+                             {"lora_rank", f.lora_rank},
+                             {"base_weight_dtype", f.base_weight_dtype},
+                             {"double_quant", f.double_quant},
+                             {"adapter_dtype", f.adapter_dtype}});
+  if (!f.lora_targets.empty()) named.emplace_back("lora_targets", f.lora_targets);
+  if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
   if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
   for (const auto& [name, value] : named) {

@@ -149,3 +149,39 @@ TEST(Cli, MalformedConfigJson) {
 }
 
 }  // namespace
+
+namespace {
+
+// README "Fine-tuning": QLoRA of Llama-3-8B (nf4 + double quant, r 16 on all seven projections,
+// paged AdamW, full recomputation, s 2048), every term checked by hand there.
+TEST(Cli, QloraLlama3_8BReadmeExample) {
+  auto j = run_json(
+      "estimate --model llama-3-8b --seq-len 2048 --recompute full --lora-rank 16 --lora-targets all "
+      "--base-weight-dtype nf4 --double-quant --optimizer paged-adamw");
+  EXPECT_EQ(j["memory"]["weights_bytes"], 5'870'068'608);
+  EXPECT_EQ(j["memory"]["gradients_bytes"], 167'772'160);
+  EXPECT_EQ(j["memory"]["optimizer_bytes"], 335'544'320);
+  EXPECT_EQ(j["memory"]["paged_optimizer_bytes"], 176'160'768);
+  // README table: the frozen embedding keeps no input_ids; the checkpointed layers keep what they are
+  // passed (HF 4.5x): cos and sin 2·2·2048·128, cache_position 8·2048.
+  EXPECT_EQ(j["activations"]["total_bytes"], 1'621'123'072 + 1'064'960);
+  EXPECT_EQ(j["memory"]["total_bytes"], 10'622'256'000);
+  EXPECT_EQ(j["inputs"]["lora"]["targets"], "q,k,v,o,gate,up,down");
+  // Default runs carry no fine-tuning keys (their JSON is unchanged).
+  EXPECT_FALSE(run_json("estimate --model llama-3-8b")["inputs"].contains("lora"));
+}
+
+TEST(Cli, FineTuningFlagsErrorsNameTheFlag) {
+  for (const char* args : {"estimate --model llama-3-8b --base-weight-dtype nf4",
+                           "estimate --model llama-3-8b --lora-targets q,v",
+                           "estimate --model llama-3-8b --lora-rank 8 --lora-targets q,x",
+                           "estimate --model llama-3-8b --lora-rank 8 --pp 2",
+                           "estimate --params 8e9 --optimizer adafactor"}) {
+    Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_NE(r.err.find("--"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
