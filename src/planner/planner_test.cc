@@ -369,20 +369,50 @@ TEST(PublishedRuns, Narayanan2021Table1LayoutsAreNearThePlannersBest) {
   }
 }
 
-// Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4: Llama 3 405B on H100 with TP 8, PP 16
-// (CP 1 at 8,192 tokens, CP 16 at 131,072), 400-430 TFLOP/s per GPU (38-43% BF16 MFU). Its 126
-// layers do not divide into 16 stages (the paper puts fewer layers on the first and last stage),
-// which the engine does not support yet: the layout is rejected, naming --pp. When uneven stages
-// land, this test fails and becomes the fit and throughput check for the paper's rows.
-TEST(PublishedRuns, Llama3_405bTable4NeedsUnevenStages) {
-  const auto p = megatron("llama-3.1-405b");
+// Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4: Llama 3 405B on H100-80GB with TP 8,
+// PP 16, CP 1 at 8,192 tokens, 16M tokens per batch: 8,192 GPUs (DP 64) at 430 TFLOP/s per GPU and
+// 16,384 GPUs (DP 128) at 400. Its 126 layers sit 7 + 14 × 8 + 7 on the 16 stages (§3.3.2: one
+// layer fewer on the first and the last stage). Assumptions the paper does not state here, and so
+// held loosely: 1F1B (the paper interleaves; uneven stages are modeled for 1F1B only), the
+// distributed optimizer (ZeRO-1) with fp32 gradient accumulation, and the fewest recomputed layers
+// per chunk that fit (the fit solver's answer: 2). The layout must fit. The throughput is NOT within
+// ±25% (−25% and −39% measured): 1F1B's bubble (pp − 1)/M = 15/32 and 15/16 of a step is what the
+// paper's interleaved schedule divides by v, and uneven stages are not modeled with interleaving
+// yet. The test holds the direction (below the published figure) until they are.
+TEST(PublishedRuns, Llama3_405bTable4FitsOn1F1BWithUnevenStages) {
+  const auto p = prepare(load_model("llama-3.1-405b").value(),
+                         {.framework = Framework::kMegatron, .grad_dtype = DType::kFP32})
+                     .value();
   ASSERT_EQ(p.model()->num_layers, 126);
-  Layout l;
-  l.seq_len = 8192;
-  l.parallel = {.dp = 64, .tp = 8, .pp = 16, .num_micro_batches = 32};
-  Totals t;
-  EXPECT_FALSE(evaluate(p, l, t));
-  EXPECT_EQ(std::string(t.error_field), "pp");
+  const GpuSpec h100 = gpu("h100-80gb");
+  const Cluster c = cluster_for(h100);
+  const struct {
+    int64_t gpus, dp, batch_per_dp;
+    double tflops;
+  } rows[] = {{8192, 64, 32, 430}, {16384, 128, 16, 400}};
+  for (const auto& row : rows) {
+    Layout l;
+    l.seq_len = 8192;
+    l.parallel = {.dp = row.dp, .tp = 8, .sp = true, .pp = 16, .num_micro_batches = row.batch_per_dp,
+                  .first_stage_layers = 7, .last_stage_layers = 7};
+    l.recompute = Recompute::kFull;
+    l.recompute_layers = 2;
+    l.zero_stage = 1;
+    Totals t;
+    ASSERT_TRUE(evaluate(p, l, t)) << row.gpus;
+    const FitVerdict v = check_fit(t, l.parallel, h100.total, {});
+    EXPECT_TRUE(v.fits) << row.gpus << " GPUs: needs " << v.needed.gib() << " GiB";
+    const StepTime st = step_time(p.model(), p.workload(), l, t, row.dp * row.batch_per_dp, c);
+    EXPECT_LT(st.tflops_per_gpu, row.tflops) << row.gpus << " GPUs: " << st.tflops_per_gpu;
+    EXPECT_GT(st.tflops_per_gpu, 0.5 * row.tflops) << row.gpus << " GPUs: " << st.tflops_per_gpu;
+    std::printf("Llama 3 Table 4 405B on %lld H100: needs %5.1f GiB of %5.1f; %5.1f TFLOP/s vs %3.0f (%+.0f%%)\n",
+                static_cast<long long>(row.gpus), v.needed.gib(), v.capacity.gib(), st.tflops_per_gpu, row.tflops,
+                100 * (st.tflops_per_gpu / row.tflops - 1));
+    // The even split the engine used to be limited to is impossible: 126 layers on 16 stages.
+    l.parallel.first_stage_layers = l.parallel.last_stage_layers = 0;
+    EXPECT_FALSE(evaluate(p, l, t));
+    EXPECT_EQ(std::string(t.error_field), "pp");
+  }
 }
 
 }  // namespace
