@@ -77,6 +77,7 @@ std::string render_changes(const std::vector<Change>& changes, bool has_speeds) 
   if (changes.empty()) return "No single or paired change of recomputation, ZeRO, offload, micro-batch, tp, pp or cp makes it fit.\n";
   std::string out = "\nWhat to change (smallest first)\n";
   TextTable table;
+  table.set_max_width(0, 40);  // a 100-column terminal
   for (const auto& c : changes)
     table.add_row({{c.flags},
                    {fmt::format("-{} GiB", gib(c.saved)), true},
@@ -299,10 +300,14 @@ nlohmann::json layout_json(const PlannedLayout& pl, const std::string& prefix, c
 std::string render_time(const PlannedLayout& pl, const Cluster& c) {
   std::string out;
   for (const auto& term : explain_step_time(pl.time, pl.layout, c))
-    out += fmt::format("  {}: {} = {} = {:.4f} s\n", term.label, term.formula, term.values, term.seconds);
-  out += fmt::format("  step: {:.4f} s; {:.0f} tokens/s per GPU; {:.1f} TFLOP/s per GPU (recomputation included); "
-                     "MFU {:.1f}%\n",
-                     pl.time.total, pl.time.tokens_per_s_per_gpu, pl.time.tflops_per_gpu, 100 * pl.time.mfu);
+    out += wrap(fmt::format("  {}: {} = {} = {:.4f} s", term.label, term.formula, term.values, term.seconds), 100,
+                "      ") +
+           "\n";
+  out += wrap(fmt::format("  step: {:.4f} s; {:.0f} tokens/s per GPU; {:.1f} TFLOP/s per GPU (recomputation "
+                          "included); MFU {:.1f}%",
+                          pl.time.total, pl.time.tokens_per_s_per_gpu, pl.time.tflops_per_gpu, 100 * pl.time.mfu),
+              100, "      ") +
+         "\n";
   return out;
 }
 
@@ -457,8 +462,8 @@ int run_plan(const PlanFlags& f) {
   fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", f.model, f.gpus,
              machine->gpu_name, req.cluster.gpus_per_node, f.seq_len, batch, group_digits(batch * f.seq_len));
   TextTable table;
-  table.add_row({{"#"}, {"layout"}, {"ZeRO"}, {"recompute"}, {"b x m"}, {"peak GiB", true}, {"headroom", true},
-                 {"step s", true}, {"tok/s/GPU", true}, {"MFU", true}, {"memory mostly"}});
+  table.add_row({{"#"}, {"layout"}, {"ZeRO"}, {"recompute"}, {"b x m"}, {"GiB", true}, {"free", true},
+                 {"step s", true}, {"tok/s", true}, {"MFU", true}, {"mostly"}});
   table.add_rule();
   int i = 0;
   for (const auto& pl : result->best) {
@@ -476,9 +481,28 @@ int run_plan(const PlanFlags& f) {
                    {dominant_memory(pl.totals)}});
   }
   fmt::print("{}", table.render(""));
-  fmt::print("\npeak GiB = the engine's peak + allowances (CUDA context, NCCL, fragmentation); run each with:\n");
+  fmt::print("\nGiB = the peak per GPU with the allowances (CUDA context, NCCL, fragmentation); free = what\n"
+             "is left of the GPU; tok/s per GPU; mostly = the largest term. Run each with:\n");
   i = 0;
-  for (const auto& pl : result->best) fmt::print("  {}: {} {}{}\n", ++i, prefix, layout_flags(pl.layout), suffix);
+  // Each command wrapped at 100 columns with shell continuations, so it pastes as it is.
+  for (const auto& pl : result->best) {
+    const std::string command = fmt::format("{}: {} {}{}", ++i, prefix, layout_flags(pl.layout), suffix);
+    std::string line = "  ";
+    std::size_t start = 0;
+    while (start < command.size()) {
+      // A flag and its value stay on one line: break only before the next "--".
+      std::size_t end = command.find(" --", start);
+      if (end == std::string::npos) end = command.size();
+      const std::string word = command.substr(start, end - start);
+      if (line.size() + word.size() + 3 > 100) {
+        fmt::print("{} \\\n", line);
+        line = "      ";
+      }
+      line += (line.back() == ' ' ? "" : " ") + word;
+      start = end + 1;
+    }
+    fmt::print("{}\n", line);
+  }
   fmt::print("\n{}\n", search_line);
   if (f.explain) {
     fmt::print("\nStep time of #1 (time model, src/planner/time_model.h)\n{}", render_time(result->best.front(), req.cluster));
