@@ -2,48 +2,22 @@
 #include <cstdio>
 #include <string>
 
-#include <unistd.h>  // getpid
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_run.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-Result run(const std::string& args) {
-  // CTest runs each test in its own process, several at once: the pid keeps their files apart.
-  static int n = 0;
-  const std::string err_path =
-      ::testing::TempDir() + "actmem_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  const std::string cmd = std::string(ACTMEM_BINARY) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_path.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_path.c_str());
-  return r;
-}
+using actmem::testing_cli::Result;
+using actmem::testing_cli::one_line;
+using actmem::testing_cli::run;
 
 nlohmann::json run_json(const std::string& args) {
   Result r = run(args + " --json");
   EXPECT_EQ(r.code, 0) << r.err;
   return nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
 }
-
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
 
 // ZeRO paper Figure 1 (Ψ = 7.5B, N_d = 64): 1.9 GB per GPU with P_os+g+p.
 TEST(Cli, ParamsOnlyZero3) {

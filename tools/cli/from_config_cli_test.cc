@@ -8,32 +8,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_run.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  static int n = 0;
-  const std::string err_path =
-      ::testing::TempDir() + "actmem_from_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  Result r;
-  FILE* p = popen((std::string(ACTMEM_BINARY) + " " + args + " 2>" + err_path).c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_path.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_path.c_str());
-  return r;
-}
+using actmem::testing_cli::Result;
+using actmem::testing_cli::run;
 
 const std::string kGpt3 = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/megatron_gpt3_175b.sh";
 

@@ -4,41 +4,16 @@
 #include <sstream>
 #include <string>
 
-#include <unistd.h>  // getpid
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_run.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result run(const std::string& args) {
-  static int n = 0;
-  const std::string err_path =
-      ::testing::TempDir() + "actmem_plan_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  const std::string cmd = std::string(ACTMEM_BINARY) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* e = fopen(err_path.c_str(), "r")) {
-    while ((got = fread(buf, 1, sizeof buf, e)) > 0) r.err.append(buf, got);
-    fclose(e);
-  }
-  std::remove(err_path.c_str());
-  return r;
-}
-
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+using actmem::testing_cli::Result;
+using actmem::testing_cli::one_line;
+using actmem::testing_cli::run;
 
 constexpr const char* kPlan = "plan --model llama-3-8b --gpus 16 --gpu h100-80gb --seq-len 8192 --global-batch 64";
 
