@@ -6,26 +6,15 @@
 namespace actmem {
 
 Expected<ActivationReport> estimate_activations(const ModelSpec& model, const ActivationOptions& options) {
-  Workload w;
-  w.framework = options.framework;
-  w.attention = options.attention;
-  w.dtype = options.dtype;
-  w.hidden_dropout = options.hidden_dropout;
-  w.attention_dropout = options.attention_dropout;
-  auto prepared = prepare(model, w);
-  if (!prepared) return prepared.error();
-  Layout l;
-  l.seq_len = options.seq_len;
-  l.micro_batch = options.micro_batch;
-  l.parallel = options.parallel;
+  TrainingOptions o;
+  o.activation = options;
+  o.static_options.parallel = options.parallel;
   // Activations do not depend on dp; keep expert parallelism carved out of it as static memory requires.
-  if (l.parallel.ep > 1 && l.parallel.dp % l.parallel.ep != 0) l.parallel.dp = l.parallel.ep;
-  l.recompute = options.recompute;
-  l.recompute_layers = options.recompute_layers;
-  l.checkpoint_every = options.checkpoint_every;
-  auto report = explain(*prepared, l);
-  if (!report) return report.error();
-  return std::move(*report->estimate.activations);
+  auto& par = o.static_options.parallel;
+  if (par.ep > 1 && par.dp % par.ep != 0) par.dp = par.ep;
+  auto e = estimate_training(model, o);
+  if (!e) return e.error();
+  return std::move(*e->activations);
 }
 
 }  // namespace actmem
