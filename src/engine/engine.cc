@@ -38,6 +38,7 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 
 Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
   if (auto v = model.validate(); !v) return v.error();
+  if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v.error();
   if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
     return Error{ErrorKind::kIncompatible, "hf_version",
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
@@ -48,7 +49,12 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     p->name = model.name;
     p->model = model;
     p->workload = workload;
-    p->per_param = bytes_per_param(static_options(workload, {}));
+    p->per_param = workload.framework == Framework::kTorchtitan ? fsdp2_bytes_per_param(workload.optimizer)
+                                                                : bytes_per_param(static_options(workload, {}));
+    if (workload.framework == Framework::kTorchtitan) {  // FSDP2 keeps fp32 shards of both (fsdp2.h)
+      p->workload.weight_dtype = DType::kFP32;
+      p->workload.grad_dtype = DType::kFP32;
+    }
     p->params = count_params(model);
     p->tp_facts = detail::TpFacts::of(model);
     p->kind_of = detail::layer_kinds(model);
@@ -253,7 +259,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       st.first_layer = stage;
       st.num_layers = 1;
       st.dense = ceil_div(p.param_count / par.pp + (stage < p.param_count % par.pp ? 1 : 0), par.tp);
-      const StageStatic bytes = stage_static_bytes(st, p.per_param, l.zero_stage, l.offload_optimizer, par);
+      const int z = w.framework == Framework::kTorchtitan ? 3 : l.zero_stage;  // FSDP2 (fsdp2.h)
+      const StageStatic bytes = stage_static_bytes(st, p.per_param, z, l.offload_optimizer, par);
       if (bytes.total() > best) {
         best = bytes.total();
         t.peak_stage = stage;
@@ -274,6 +281,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_parallel(m, p.tp_facts, par, reporter)) return false;
   if (!check_sequence(l.seq_len, par, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
+  if (!check_torchtitan_layout(w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
 
@@ -294,6 +302,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     kb.none = eval(kind.graph.none, v);
     kb.selective = eval(kind.graph.selective, v);
     kb.input = eval(kind.graph.input, v);
+    kb.rerun = eval(kind.graph.rerun, v);
     // FLOPs (whole model, not per GPU; matmuls 2·m·n·k, attention over the full s×s square as
     // Megatron's MFU formula counts it, or s×window with a sliding window).
     const double keys = kind.spec.sliding_window > 0 ? static_cast<double>(std::min(l.seq_len, kind.spec.sliding_window)) : sd;
@@ -308,6 +317,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // What layers [first, first + n) keep as one recomputation unit (positions 0 .. n−1).
   auto kept_run = [&](int64_t first, int64_t n) {
     Bytes sum{0};
+    if (plan.layer_sac()) {  // torchtitan: every N-th layer checkpointed, by position
+      for (int64_t pos = 0; pos < n; ++pos) sum += Bytes{kept(s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]], pos)};
+      return sum;
+    }
     if (plan.strided()) {
       for (int64_t pos = 0; pos < n; pos += plan.checkpoint_every)
         sum += Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]].input};
@@ -353,7 +366,22 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // Recomputation: the extra bytes alive while one unit is rerun in backward, and its FLOPs.
   Bytes recompute_peak{0};
   double recompute_flops = 0;
-  if (l.recompute == Recompute::kSelective) {
+  const bool titan = w.framework == Framework::kTorchtitan;
+  if (plan.layer_sac()) {
+    // A checkpointed layer is rerun in backward: its activations live again beside its input.
+    for (int64_t i = 0; i < num_layers; ++i) {
+      if (!plan.layer_sac_checkpointed(i)) continue;
+      const KindBytes& kb = s.kinds[p.kind_of[static_cast<std::size_t>(i)]];
+      recompute_peak = std::max(recompute_peak, Bytes{kb.none} - Bytes{kb.input});
+      recompute_flops += kb.flops;
+    }
+  } else if (l.recompute == Recompute::kSelective && titan) {
+    // Per-op SAC: the rerun allocates what it does not find in the cache; it reruns every second mm.
+    for (std::size_t k = 0; k < num_kinds; ++k) {
+      recompute_peak = std::max(recompute_peak, Bytes{s.kinds[k].rerun});
+      recompute_flops += static_cast<double>(p.count(k, 0, num_layers)) * 2.0 * tokens * g.kinds[k].op_sac_recompute_macs;
+    }
+  } else if (l.recompute == Recompute::kSelective) {
     for (std::size_t k = 0; k < num_kinds; ++k)
       recompute_peak = std::max(recompute_peak, Bytes{s.kinds[k].none} - Bytes{s.kinds[k].selective});
     for (std::size_t k = 0; k < num_kinds; ++k)
@@ -383,10 +411,20 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // and its full gradient) and the recomputed segment; the logits' on the last stage only.
   const int wb = dtype_bits(w.weight_dtype) / 8;
   const int gb = dtype_bits(w.grad_dtype) / 8;
-  const Bytes zero3 = l.zero_stage == 3 && par.dp > 1 ? Bytes{checked_mul(largest_layer, 2 * wb + gb)} : Bytes{-1};
+  const Bytes zero3 = !titan && l.zero_stage == 3 && par.dp > 1 ? Bytes{checked_mul(largest_layer, 2 * wb + gb)}
+                                                                  : Bytes{-1};
+  // torchtitan: FSDP2's unsharded parameters and gradients (fsdp2.h), present whenever a block
+  // runs, so added to the largest of the other transients rather than competing with them.
+  const int64_t head_params = ceil_div(p.params.lm_head > 0 ? p.params.lm_head : p.params.embedding, par.tp) +
+                              p.params.lm_head_bias + p.params.final_norm;
+  const Fsdp2Transient fsdp2 = titan ? fsdp2_transient(largest_layer, head_params) : Fsdp2Transient{};
+  const int zero_stage = titan ? 3 : l.zero_stage;  // FSDP2 shards parameters, gradients and state
   const int64_t s_local = l.seq_len / par.cp;
   const int64_t v_local = ceil_div(m.vocab, par.tp);
-  const Bytes logits_grad{checked_mul(checked_mul(checked_mul(w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : 4,
+  // torchtitan's train.py (forward_backward_step) deletes pred before loss.backward(): HF's loss
+  // transient without the held logits.
+  const int logits_grad_bytes = w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : titan ? 8 : 4;
+  const Bytes logits_grad{checked_mul(checked_mul(checked_mul(logits_grad_bytes,
                                                               s_local),
                                                   l.micro_batch),
                                       v_local)};
@@ -397,7 +435,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1},
                     dequantized})
       if (x > peak) peak = x;
-    return peak < Bytes{0} ? Bytes{0} : peak;
+    return (peak < Bytes{0} ? Bytes{0} : peak) + fsdp2.total();
   };
 
   // Pipeline: per rank, its chunks' layers × micro-batches in flight; embedding on rank 0, head on
@@ -442,7 +480,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       st.expert = 0;
       t.paged_optimizer = l.offload_optimizer ? 0 : ceil_div(fs.paged_state.count(), l.zero_stage >= 1 ? par.dp : 1);
     } else {
-      bytes = stage_static_bytes(st, p.per_param, l.zero_stage, l.offload_optimizer, par);
+      bytes = stage_static_bytes(st, p.per_param, zero_stage, l.offload_optimizer, par);
     }
     const Bytes transient = largest_transient(rank == par.pp - 1);
     const Bytes stage_peak = bytes.total() + stage + transient;
@@ -474,6 +512,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.zero3_layer_params = largest_layer;
     sink.zero3_bytes = zero3.count();
     sink.dequantized_weight = dequantized.count();
+    sink.fsdp2 = fsdp2;
   }
   return true;
 }

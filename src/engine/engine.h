@@ -9,11 +9,13 @@
 
 #include "actmem/actmem.h"
 #include "policies/layout_checks.h"
+#include "policies/torchtitan_checks.h"
 #include "tensors/op_graph.h"
 #include "model/params.h"
 #include "policies/pipeline_split.h"
 #include "policies/recompute_plan.h"
 #include "policies/static_memory.h"
+#include "policies/fsdp2.h"  // framework torchtitan: FSDP2's sharded state and unsharded transients
 #include "policies/finetune.h"
 #include "model/weight_tensors.h"
 
@@ -59,6 +61,7 @@ struct KindBytes {
   int64_t none = 0;
   int64_t selective = 0;
   int64_t input = 0;
+  int64_t rerun = 0;      // allocated again when rerun under selective (Graph::rerun)
   double flops = 0;       // forward FLOPs of one layer, one micro-batch
   double core_flops = 0;  // of which core attention (QKᵀ and AV)
 };
@@ -76,6 +79,7 @@ struct RecordingSink {
   int64_t zero3_bytes = -1;        // -1: no ZeRO-3 transient
   int64_t logits_grad = -1;        // -1: the peak stage is not the last
   int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
+  Fsdp2Transient fsdp2;             // framework torchtitan: FSDP2's unsharded parameters and gradients
   StageParams stage;               // the peak stage's parameters
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;

@@ -67,7 +67,7 @@ const std::array kRows{
     Row{{"seq_len", OptionKind::kCount, "sequence length s"}, ACTMEM_SET(as_count, layout.seq_len)},
     Row{{"micro_batch", OptionKind::kCount, "micro-batch size b"}, ACTMEM_SET(as_count, layout.micro_batch)},
     Row{{"dtype", OptionKind::kText, "activation dtype: bf16, fp16, fp32"}, ACTMEM_SET(as_dtype, workload.dtype)},
-    Row{{"framework", OptionKind::kText, "save rules: hf (transformers eager) or megatron"},
+    Row{{"framework", OptionKind::kText, "save rules: hf (transformers eager), megatron or torchtitan (its Llama 3 + FSDP2)"},
         ACTMEM_SET_NAME(kFrameworkNames, workload.framework)},
     Row{{"hf_version", OptionKind::kText, "transformers code layout for --framework hf: 4.44 or 4.57"},
         ACTMEM_SET_NAME(kHfVersionNames, workload.hf_version)},
@@ -77,6 +77,30 @@ const std::array kRows{
         ACTMEM_SET(as_count, layout.recompute_layers)},
     Row{{"checkpoint_every", OptionKind::kCount, "with recompute full: keep a checkpoint every k layers"},
         ACTMEM_SET(as_count, layout.checkpoint_every)},
+    Row{{"selective_ac_option", OptionKind::kText,
+         "with framework torchtitan and recompute selective: op (per-op SAC) or N (every N-th block checkpointed)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto text = as_text(n, v);
+          if (!text) return text.error();
+          if (*text == "op") {
+            s.layout.selective_ac_every = 0;
+            return {};
+          }
+          int64_t every = 0;
+          for (char ch : *text) {
+            if (ch < '0' || ch > '9' || every > (int64_t{1} << 40))
+              return Error{ErrorKind::kInvalid, std::string(n),
+                           fmt::format("@{} '{}': use op or a layer period N >= 1 (torchtitan's selective_ac_option)",
+                                       n, *text)};
+            every = every * 10 + (ch - '0');
+          }
+          if (text->empty() || every < 1)
+            return Error{ErrorKind::kInvalid, std::string(n),
+                         fmt::format("@{} '{}': use op or a layer period N >= 1 (torchtitan's selective_ac_option)", n,
+                                     *text)};
+          s.layout.selective_ac_every = every;
+          return {};
+        }},
     Row{{"hidden_dropout", OptionKind::kReal, "hidden dropout p (default: from config.json)"},
         ACTMEM_SET(as_real, workload.hidden_dropout)},
     Row{{"attention_dropout", OptionKind::kReal, "attention dropout p (default: from config.json)"},

@@ -17,7 +17,10 @@
 
 namespace actmem {
 
-enum class Framework { kHF, kMegatron };
+// kTorchtitan: torchtitan's own Llama 3 module code (torchtitan/models/llama3/model/model.py) with
+// its activation checkpointing (torchtitan/distributed/activation_checkpoint.py) and FSDP2
+// (fully_shard with MixedPrecisionPolicy(param bf16, reduce fp32)); rules: src/tensors/torchtitan.h.
+enum class Framework { kHF, kMegatron, kTorchtitan };
 enum class AttentionImpl { kEager, kSdpa, kFlash };
 enum class Recompute { kNone, kSelective, kFull };
 // kAdamW8bit/kPagedAdamW*: bitsandbytes (AdamW8bit, PagedAdamW, PagedAdamW8bit); kAdafactor:
@@ -36,8 +39,10 @@ enum class BaseWeights { kBF16, kFP16, kFP32, kInt8, kNF4 };
 /// measured against; 4.44 differs in the loss (s−1 shifted rows).
 enum class HfVersion { k4_44, k4_57 };
 
-inline constexpr NameTable<Framework, 2> kFrameworkNames{
-    "framework", "framework", {{{Framework::kHF, "hf"}, {Framework::kMegatron, "megatron"}}}};
+inline constexpr NameTable<Framework, 3> kFrameworkNames{
+    "framework",
+    "framework",
+    {{{Framework::kHF, "hf"}, {Framework::kMegatron, "megatron"}, {Framework::kTorchtitan, "torchtitan"}}}};
 inline constexpr NameTable<AttentionImpl, 3> kAttentionNames{
     "attention implementation",
     "attention",
@@ -105,6 +110,10 @@ struct Layout {
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = -1;  // with kFull: only this many layers per pipeline chunk; -1 = all
   int64_t checkpoint_every = 0;   // with kFull: a checkpoint every k layers (0 = every layer)
+  // framework torchtitan with kSelective: torchtitan's selective_ac_option. 0 = "op" (per-op SAC:
+  // the _save_list op outputs kept, every second mm recomputed); N >= 1 = every N-th block wrapped
+  // in full activation checkpointing, the others saving everything (_apply_layer_sac).
+  int64_t selective_ac_every = 0;
   int zero_stage = 0;             // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
   bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
   Bytes reserve{0};               // CUDA context + allocator slack: an allowance

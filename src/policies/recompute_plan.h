@@ -14,17 +14,28 @@ struct RecomputePlan {
   int64_t recompute_layers = -1;  // full, Megatron's block method: the first N layers of each chunk
   int64_t checkpoint_every = 0;   // full, uniform method: a checkpoint every k layers
   int64_t chunk_layers = 0;       // layers of one model chunk on one rank (a recomputation unit)
+  // torchtitan selective per layer (selective_ac_option N): _apply_layer_sac counts the blocks
+  // from 1 in model order and wraps block i (1-based) in full checkpointing when i % N == 0.
+  int64_t selective_every = 0;
 
   static RecomputePlan of(const Layout& l, int64_t chunk_layers) {
-    return {l.recompute, l.recompute_layers, l.checkpoint_every, chunk_layers};
+    return {l.recompute, l.recompute_layers, l.checkpoint_every, chunk_layers,
+            l.recompute == Recompute::kSelective ? l.selective_ac_every : 0};
   }
+
+  /// torchtitan's every-N-th-layer selective checkpointing.
+  bool layer_sac() const { return policy == Recompute::kSelective && selective_every > 0; }
+  /// Under layer_sac(): whether the layer at 0-based `position` is checkpointed.
+  bool layer_sac_checkpointed(int64_t position) const { return (position + 1) % selective_every == 0; }
 
   /// Bytes layer `position` of a unit keeps, given what its kind saves with nothing recomputed,
   /// under selective recomputation, and its input alone.
   int64_t kept(int64_t none, int64_t selective, int64_t input, int64_t position) const {
     switch (policy) {
       case Recompute::kNone: return none;
-      case Recompute::kSelective: return selective;
+      case Recompute::kSelective:
+        if (layer_sac()) return layer_sac_checkpointed(position) ? input : none;
+        return selective;
       case Recompute::kFull:
         if (checkpoint_every > 0) return position % checkpoint_every == 0 ? input : 0;
         if (recompute_layers >= 0) return position < recompute_layers ? input : none;
@@ -53,10 +64,16 @@ struct RecomputePlan {
            recompute_layers < chunk_layers;
   }
   /// Some layer runs without full recomputation (its ops save what they save, shared tables too).
-  bool some_layer_not_recomputed() const { return policy != Recompute::kFull || partial(); }
+  bool some_layer_not_recomputed() const {
+    if (layer_sac()) return selective_every > 1;
+    return policy != Recompute::kFull || partial();
+  }
   /// Some layer (or segment) is checkpointed: what the model passes into it stays alive until its
   /// backward (the shared checkpoint inputs: masks, rotary tables, position ids).
-  bool some_layer_recomputed() const { return policy == Recompute::kFull && recompute_layers != 0; }
+  bool some_layer_recomputed() const {
+    if (layer_sac()) return selective_every <= chunk_layers;
+    return policy == Recompute::kFull && recompute_layers != 0;
+  }
   /// The "per layer" figure is a recomputed layer's input (unless no layer is recomputed).
   bool per_layer_is_input() const { return policy == Recompute::kFull && recompute_layers != 0; }
 };

@@ -55,8 +55,10 @@ std::string header_lines(const Report& r) {
     out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
                        l.seq_len, l.micro_batch, dtype_name(w.dtype), kFrameworkNames.name(w.framework),
                        kAttentionNames.name(w.attention), kRecomputeNames.name(l.recompute));
-  out += fmt::format("Training   weights {}, grads {}, {}, ZeRO-{}{}{}\n", dtype_name(w.weight_dtype),
-                     dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer), l.zero_stage,
+  out += fmt::format("Training   weights {}, grads {}, {}, {}{}{}\n", dtype_name(w.weight_dtype),
+                     dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer),
+                     w.framework == Framework::kTorchtitan ? std::string("FSDP2 (fully_shard)")
+                                                           : fmt::format("ZeRO-{}", l.zero_stage),
                      l.offload_optimizer ? ", optimizer offloaded" : "", finetune_summary(w));
   out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
                      p.vpp > 1                                             ? fmt::format(" (vpp {})", p.vpp)

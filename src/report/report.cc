@@ -98,8 +98,10 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     t0.note = "checkpoint: full recomputation keeps only the layer's input";
     report.tensors.push_back(std::move(t0));
   } else {
+    // torchtitan's selective N: the listed layer is one that runs normally (per_layer's).
+    const Recompute listed = plan.layer_sac() ? Recompute::kNone : o.recompute;
     for (const auto& st : mid.storages)
-      if (st.saved(o.recompute)) report.tensors.push_back(to_saved(st, "layer", mid_bound));
+      if (st.saved(listed)) report.tensors.push_back(to_saved(st, "layer", mid_bound));
   }
   const struct {
     const Graph* graph;
@@ -120,14 +122,14 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
 
   // Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
   report.breakdown.title = "activations (one micro-batch, whole model)";
-  const Recompute layer_policy = o.recompute == Recompute::kFull ? Recompute::kNone : o.recompute;
+  const Recompute layer_policy = o.recompute == Recompute::kFull || plan.layer_sac() ? Recompute::kNone : o.recompute;
   SymValues v = binding.values;
   for (Group grp : {Group::kAttention, Group::kMlp, Group::kNorms, Group::kMoe}) {
     Bytes sum{0};
     std::vector<const Storage*> parts;
     for (int64_t i = 0; i < num_layers; ++i) {
       const std::size_t k = p.kind_of[static_cast<std::size_t>(i)];
-      if (o.recompute == Recompute::kFull) {
+      if (o.recompute == Recompute::kFull || (plan.layer_sac() && plan.layer_sac_checkpointed(i))) {
         if (grp == Group::kNorms) sum += Bytes{plan.kept(rec.kinds[k].none, rec.kinds[k].selective, rec.kinds[k].input, i)};
         continue;
       }
@@ -202,7 +204,19 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                         : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
-  if (o.recompute == Recompute::kSelective)
+  if (w.framework == Framework::kTorchtitan) {
+    notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
+                    "its input and fp32 rstd; RoPE keeps only freqs_cis, a buffer (the fp32 q/k copies are "
+                    "transient); sdpa keeps q, k, v, output and fp32 logsumexp; no dropout");
+    if (o.recompute == Recompute::kSelective && o.selective_ac_every > 0)
+      notes.push_back(fmt::format("selective_ac_option {}: every {}-th block (1-based) is wrapped in full activation "
+                                  "checkpointing and keeps its input; the others keep everything (_apply_layer_sac)",
+                                  o.selective_ac_every, o.selective_ac_every));
+    else if (o.recompute == Recompute::kSelective)
+      notes.push_back("selective_ac_option op: each block keeps its input and the outputs of the ops of _save_list "
+                      "(sdpa; the 1st, 3rd, 5th, 7th mm: wq, wv, w1, w2); wk, wo, w3 and the elementwise ops are "
+                      "recomputed (_apply_op_sac)");
+  } else if (o.recompute == Recompute::kSelective)
     notes.push_back(w.framework == Framework::kHF
                         ? "selective recomputation is Megatron's (HF has none built in): core attention rerun, only "
                           "q, k and v stay of it"
@@ -304,7 +318,14 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
   if (rec.logits_grad >= 0) {
     const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
     const int64_t v_local = ceil_div(p.model.vocab, par.tp);
-    if (w.framework == Framework::kHF) {
+    if (w.framework == Framework::kTorchtitan) {
+      // cross_entropy_loss upcasts and runs log_softmax + nll_loss like HF's (measured there by
+      // validation/loss_transient.py); train.py forward_backward_step does `del pred` before
+      // loss.backward(), so no logits are held beside the two fp32 gradients.
+      Term l = product_term("logits_grad", "loss backward: fp32 d(log-probs) + fp32 d(logits) (train.py deletes pred)",
+                            {{"8", 8}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
+      b.add(l);
+    } else if (w.framework == Framework::kHF) {
       // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
       // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
       // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).
@@ -365,7 +386,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   so.grad_dtype = p.workload.grad_dtype;
   so.optimizer = p.workload.optimizer;
   so.precision = p.workload.precision;
-  so.zero_stage = o.zero_stage;
+  so.zero_stage = p.workload.framework == Framework::kTorchtitan ? 3 : o.zero_stage;  // FSDP2 (fsdp2.h)
   so.offload_optimizer = o.offload_optimizer;
   so.parallel = par;
   e.static_memory.stage = rec.stage;
@@ -402,6 +423,27 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
                                 format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
     a.bytes = Bytes{t.activations};
     e.memory.add(a);
+    if (rec.fsdp2.present()) {  // torchtitan: FSDP2's unsharded working set, on top of any transient (fsdp2.h)
+      const auto& f = rec.fsdp2;
+      Term gathered = product_term("fsdp2_gathered_blocks",
+                                   "FSDP2 all-gathered blocks (bf16 param_dtype): the running one + the prefetched next",
+                                   {{"2", 2}, {"2 blocks", 2}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
+      gathered.note = "fully_shard per TransformerBlock, reshard_after_forward=True (apply_fsdp); one unit prefetched";
+      e.memory.add(gathered);
+      Term head = product_term("fsdp2_head_unsharded", "FSDP2 [norm, output] kept unsharded after forward (bf16)",
+                               {{"2", 2}, {"Ψ_head", f.head_params}}, Exactness::kAllowance);
+      head.note = "apply_fsdp: reshard_after_forward = (policy == \"always\") for [norm, output]";
+      e.memory.add(head);
+      Term grads = product_term("fsdp2_block_grads", "FSDP2 one block's unsharded gradients before reduce-scatter (fp32)",
+                                {{"4", 4}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
+      grads.note = "MixedPrecisionPolicy(reduce_dtype=float32): the reduce-scatter input";
+      e.memory.add(grads);
+      e.notes.push_back(fmt::format(
+          "FSDP2 over dp {}: fp32 parameter, gradient and AdamW shards (4 + 4 + 8 bytes per parameter / dp); the "
+          "unsharded working set (two bf16 blocks, the bf16 [norm, output] unit, one block's fp32 gradients) is "
+          "counted beside the largest transient",
+          par.dp));
+    }
     // The largest transient (the first of equals), as account() chose it.
     const Term* peak = nullptr;
     for (const auto& term : e.transients.terms)

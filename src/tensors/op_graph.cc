@@ -62,7 +62,7 @@ struct FrameworkRules {
   bool position_ids_batched;         // Megatron collates position ids as (b, s); HF passes (1, s)
 };
 
-constexpr std::array<FrameworkRules, 2> kRules{{
+constexpr std::array<FrameworkRules, 3> kRules{{
     // HuggingFace transformers, eager PyTorch op by op (modeling_llama.py, modeling_gpt2.py, ...).
     {Framework::kHF,
      /*rms_norm=*/{false, true, false, true, true},
@@ -79,6 +79,25 @@ constexpr std::array<FrameworkRules, 2> kRules{{
      /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
      /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.softmax",
      /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
+    // torchtitan's Llama 3 (v0.2.2, torchtitan/models/llama3/model/model.py), validation/EXPECTED.md
+    // "torchtitan":
+    //  - nn.RMSNorm (TransformerBlock.attention_norm / ffn_norm, Transformer.norm) runs torch's fused
+    //    _fused_rms_norm on CUDA (torch >= 2.8), whose backward reads the input and the fp32 rstd.
+    //  - Attention.__init__: separate wq, wk, wv; FeedForward.forward: w2(F.silu(w1(x)) * w3(x)),
+    //    silu keeps its input, the mul both factors, w2 the product.
+    //  - apply_rotary_emb: view_as_complex(xq.float()) * freqs_cis keeps only freqs_cis, a buffer
+    //    (complex64, precomputed once by precompute_freqs_cis): nothing per layer. The fp32 copies
+    //    of q and k are transient (measured on torch 1.13: the mul saves only the operand the
+    //    other's gradient needs, and freqs_cis needs none).
+    //  - cross_entropy_loss (components/loss.py): F.cross_entropy(pred.flatten(0, 1).float(), ...):
+    //    an fp32 log-softmax and the int64 targets, as HF's.
+    {Framework::kTorchtitan,
+     /*rms_norm=*/{true, false, false, true, false},
+     /*layer_norm=*/{true, false, true, true, false},
+     /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
+     /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/true,
+     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.log_softmax",
+     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
 }};
 
 const FrameworkRules& rules_for(Framework f) {
@@ -144,6 +163,11 @@ Shape cat(Shape a, std::initializer_list<Dim> b) {
 
 struct Builder {
   Graph g;
+  // torchtitan op-level SAC (activation_checkpoint.py, _apply_op_sac._custom_policy): every
+  // storage follows the per-op rule; the block's aten.mm calls are counted in forward order and
+  // odd counts (the 1st, 3rd, ...) are MUST_SAVE, even ones PREFER_RECOMPUTE.
+  bool op_sac = false;
+  int mm_count = 0;
 
   int add(std::string name, Group group, const char* op, Shape shape, DType dtype, std::string note = {}) {
     Storage st;
@@ -153,10 +177,16 @@ struct Builder {
     st.shape = std::move(shape);
     st.dtype = dtype;
     st.note = std::move(note);
+    st.op_sac_rule = op_sac;
     g.storages.push_back(std::move(st));
     return static_cast<int>(g.storages.size()) - 1;
   }
   void save(int id) { at(id).saved_outside_core = true; }
+  void op_sac_keep(int id) { at(id).op_sac_kept = true; }
+  /// One aten.mm ran producing `out`: under the per-op policy an odd count keeps its output.
+  void mm(int out) {
+    if (op_sac && ++mm_count % 2 == 1) op_sac_keep(out);
+  }
   void save_core(int id) { at(id).saved_by_core = true; }
   Storage& at(int id) { return g.storages[static_cast<std::size_t>(id)]; }
 };
@@ -263,7 +293,9 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
     g.save(input);
   else if (lora.targets & lora_target_of(name))
     lora_branch(g, c, input, out_shape, name, group);
-  return g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
+  const int out = g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
+  g.mm(out);  // nn.Linear on a 3-D input dispatches aten.mm on the folded (b·s, in) view
+  return out;
 }
 
 /// Dropout with probability p: a bool mask; the output is kept only if the next op keeps it.
@@ -335,7 +367,11 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     for (int id : {q, k, v}) g.save_core(id);
     int out = g.add("attn.flash_out", grp, "flash attention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
     g.save_core(out);
-    g.save_core(g.add("attn.logsumexp", grp, "flash attention", {c.b, c.q_heads, c.s_tp}, DType::kFP32));
+    const int lse = g.add("attn.logsumexp", grp, "flash attention", {c.b, c.q_heads, c.s_tp}, DType::kFP32);
+    g.save_core(lse);
+    // torchtitan's _save_list holds every sdpa kernel (flash, efficient, cuDNN): its outputs are kept.
+    g.op_sac_keep(out);
+    g.op_sac_keep(lse);
     return out;
   }
   int q_full = q;
@@ -489,9 +525,11 @@ int moe(Builder& g, const Context& c, int x) {
 /// One transformer layer; `layer_input` is storage 0.
 Graph build_layer(const Context& c, const LayerSpec& spec) {
   Builder g;
+  g.op_sac = c.rules.framework == Framework::kTorchtitan;
   const auto& m = c.model;
   const Shape hidden{c.s_rep, c.b, c.h};
   int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
+  g.op_sac_keep(x);  // the checkpoint wrapper's input
   int n1 = norm(g, c, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
   int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
   int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
@@ -528,7 +566,7 @@ Graph build_embedding(const Context& c) {
   const Shape hidden{c.s_rep, c.b, c.h};
   int emb = g.add("embedding.out", Group::kEmbedding, "embedding", hidden, c.e);
   const double p = c.rules.embedding_dropout_is_hidden ? c.hidden_p
-                   : c.hf.no_embedding_dropout       ? 0.0
+                   : c.hf.no_embedding_dropout || c.rules.framework == Framework::kTorchtitan ? 0.0
                                                      : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
   dropout(g, emb, p, hidden, "embedding", Group::kEmbedding, c.e);
   return std::move(g.g);
@@ -597,7 +635,7 @@ Graph build_shared(const Context& c) {
       g.at(id).checkpoint_input = hf;  // position_embeddings, passed to every decoder layer
     }
   }
-  if (rot > 0 && !hf) {
+  if (rot > 0 && c.rules.framework == Framework::kMegatron) {  // torchtitan's freqs_cis is a buffer
     int id = g.add("rope.freqs", Group::kShared, "rotary_pos_emb", {c.s_tp, dr}, DType::kFP32,
                    "the fp32 rotary frequencies, a checkpoint input of every layer");
     g.at(id).checkpoint_input = true;
@@ -626,6 +664,11 @@ void set_flops(const ModelSpec& m, LayerKind& kind) {
   const double d_qk = static_cast<double>(m.mla ? m.mla->qk_head_dim() : m.head_dim);
   const double d_v = static_cast<double>(m.mla ? m.mla->v_head_dim : m.head_dim);
   kind.qk_v_head_dims = d_qk + d_v;
+  // torchtitan op-level SAC recomputes the 2nd, 4th and 6th mm of a Llama block: wk, wo, w3.
+  const double h = static_cast<double>(m.hidden);
+  kind.op_sac_recompute_macs = h * static_cast<double>(m.num_kv_heads * m.head_dim) +
+                               static_cast<double>(m.num_heads * m.head_dim) * h +
+                               h * static_cast<double>(kind.spec.ffn);
 }
 
 }  // namespace
@@ -693,7 +736,9 @@ void Graph::compile() {
   input = {};
   checkpointed = {};
   checkpointed_only = {};
+  rerun = {};
   for (const auto& st : storages) {
+    if (st.saved(Recompute::kNone) && !st.saved(Recompute::kSelective)) rerun.add(st);
     if (st.saved(Recompute::kNone)) none.add(st);
     if (st.saved(Recompute::kSelective)) selective.add(st);
     if (st.checkpoint_input) checkpointed.add(st);
@@ -728,8 +773,9 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
                   rules,
                   variant,
                   w.dtype,
-                  w.hidden_dropout.value_or(model.hidden_dropout),
-                  w.attention_dropout.value_or(model.attention_dropout),
+                  // torchtitan's Llama has no dropout module at all
+                  w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
+                  w.framework == Framework::kTorchtitan ? 0.0 : w.attention_dropout.value_or(model.attention_dropout),
                   w.attention != AttentionImpl::kEager,
                   rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
                   w.framework == Framework::kHF && traits.rms_norm_scale_fp32,

@@ -77,6 +77,11 @@ struct Storage {
   bool saved_by_core = false;       // saved inside core attention (QKᵀ, softmax, dropout, AV, flash)
   bool core_input = false;          // q, k, v as core attention receives them (kept by selective)
   bool checkpoint_input = false;    // passed into a checkpointed layer: alive until backward under full recomputation
+  // torchtitan's per-op selective checkpointing (framework torchtitan, recompute selective,
+  // selective_ac_option "op"): the layer's graph follows it (op_sac_rule) and keeps exactly the
+  // checkpoint's input and the outputs of the ops its policy MUST_SAVEs (op_sac_kept).
+  bool op_sac_rule = false;
+  bool op_sac_kept = false;
 
   /// A shared storage (GraphSet::shared) is kept when a layer that runs normally saves it, or when a
   /// recomputed layer received it as a checkpoint input.
@@ -85,6 +90,7 @@ struct Storage {
   }
 
   bool saved(Recompute policy) const {
+    if (policy == Recompute::kSelective && op_sac_rule) return op_sac_kept;
     if (policy == Recompute::kSelective) return saved_outside_core || core_input;
     return saved_outside_core || saved_by_core;
   }
@@ -114,6 +120,9 @@ struct Graph {
   // layer running normally saves (counted on top of `none` when both kinds of layer exist).
   Polynomial checkpointed;
   Polynomial checkpointed_only;
+  // What a recomputed layer allocates again in backward: saved without recomputation, not kept
+  // under selective (torchtitan's op-level SAC reuses the cached outputs it kept).
+  Polynomial rerun;
   void compile();
 };
 
@@ -124,6 +133,8 @@ struct LayerKind {
   // FLOPs of one layer = 2·s·b·macs_per_token + 2·b·a·s·keys·(d_qk + d_v), keys = s or the window.
   double macs_per_token = 0;
   double qk_v_head_dims = 0;  // d_qk + d_v
+  // torchtitan op-level SAC: multiply-accumulates per token of the mm it recomputes (every second one).
+  double op_sac_recompute_macs = 0;
 };
 
 /// The graphs of one structural variant of a workload. A layout picks the variant: whether k and v

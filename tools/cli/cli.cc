@@ -33,6 +33,7 @@ struct TrainingFlags {
   std::string recompute = "none";
   int64_t recompute_layers = -1;
   int64_t checkpoint_every = 0;
+  std::string selective_ac_option = "op";
   std::optional<double> hidden_dropout;
   std::optional<double> attention_dropout;
   std::string weight_dtype = "bf16";
@@ -65,13 +66,16 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--seq-len", f.seq_len, "sequence length s")->capture_default_str();
   cmd->add_option("--micro-batch", f.micro_batch, "micro-batch size b")->capture_default_str();
   cmd->add_option("--dtype", f.dtype, "activation dtype: bf16, fp16, fp32")->capture_default_str();
-  cmd->add_option("--framework", f.framework, "save rules: hf (transformers eager) or megatron")->capture_default_str();
+  cmd->add_option("--framework", f.framework, "save rules: hf (transformers eager), megatron or torchtitan")->capture_default_str();
   cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 4.57 or 4.44")
       ->capture_default_str();
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
   cmd->add_option("--checkpoint-every", f.checkpoint_every, "with --recompute full: keep a checkpoint every k layers");
+  cmd->add_option("--selective-ac-option", f.selective_ac_option,
+                  "with --framework torchtitan --recompute selective: op (per-op SAC) or N (every N-th block)")
+      ->capture_default_str();
   cmd->add_option("--hidden-dropout", f.hidden_dropout, "hidden dropout p (default: from config.json)");
   cmd->add_option("--attention-dropout", f.attention_dropout, "attention dropout p (default: from config.json)");
   cmd->add_option("--weight-dtype", f.weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
@@ -140,6 +144,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
                              {"micro_batch", f.micro_batch},
                              {"recompute_layers", f.recompute_layers},
                              {"checkpoint_every", f.checkpoint_every},
+                             {"selective_ac_option", f.selective_ac_option},
                              {"zero", int64_t{f.zero}},
                              {"offload_optimizer", f.offload_optimizer},
                              {"dp", f.parallel.dp},
