@@ -27,8 +27,10 @@ Written here, line for line where torch 1.13 allows; what differs:
     caches the MUST_SAVE outputs, and saved_tensors_hooks that keep nothing else: the forward
     keeps the block's inputs and the cache; unpacking in backward reruns the block once under
     a replay mode that returns the cached outputs for the MUST_SAVE ops (in order) instead of
-    recomputing them. The emulated sdpa Function counts as a _save_list op (its outputs are
-    cached, its internal ops are not policed). Gradients are checked against the model without
+    recomputing them. The emulated sdpa Function counts as a _save_list op: its outputs are
+    cached and kept like the mm outputs, its internal ops are not policed; the rerun calls it
+    again (the same values; torch returns the cached outputs instead, which changes backward
+    time, not what the forward keeps). Gradients are checked against the model without
     checkpointing (`--self-check`).
 
 Measured: the distinct storages the forward keeps for backward (saved_tensors_hooks, each
@@ -418,7 +420,8 @@ def call_actmem(actmem, name, a, dtype, seq, batch, mode, every, workdir):
         json.dump(hf_config(a, dtype), f)
     recompute = {"none": "none", "full": "full", "layer": "selective", "op": "selective"}[mode]
     args = [actmem, "estimate", "--model", path, "--framework", "torchtitan", "--attention", "sdpa",
-            "--seq-len", str(seq), "--micro-batch", str(batch), "--dtype", dtype, "--recompute", recompute, "--json"]
+            "--seq-len", str(seq), "--micro-batch", str(batch), "--dtype", dtype, "--recompute", recompute, "--json",
+            "--dp", "2"]  # FSDP2 needs a shard group (torchtitan: fsdp_enabled); activations are per GPU
     if mode in ("layer", "op"):
         args += ["--selective-ac-option", str(every) if mode == "layer" else "op"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)

@@ -234,6 +234,7 @@ template <typename Reporter, typename Sink>
 bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, Sink& sink) {
   t = Totals{};
   if (!check_options(p.workload, l, reporter)) return false;
+  if (!check_torchtitan_layout(p.workload, l, reporter)) return false;
   const ParallelLayout& par = l.parallel;
   const Workload& w = p.workload;
   Scratch& s = scratch();
@@ -281,7 +282,6 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_parallel(m, p.tp_facts, par, reporter)) return false;
   if (!check_sequence(l.seq_len, par, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
-  if (!check_torchtitan_layout(w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
 

@@ -82,6 +82,12 @@ TEST(Torchtitan, RefusesWhatItDoesNotModel) {
   ASSERT_FALSE(moe);
   EXPECT_EQ(moe.error().field, "framework");
 
+  Layout one_gpu = job(Recompute::kNone);
+  one_gpu.parallel.dp = 1;  // no fully_shard: torch.autocast instead (maybe_enable_amp), not modeled
+  Totals t;
+  ASSERT_FALSE(evaluate(titan(), one_gpu, t));
+  EXPECT_STREQ(t.error_field, "dp");
+
   Layout tp = job(Recompute::kNone);
   tp.parallel.tp = 2;
   auto r = explain(titan(), tp);

@@ -62,6 +62,13 @@ bool check_torchtitan_layout(const Workload& w, const Layout& l, Reporter& r) {
       return std::string("@framework torchtitan is modeled with FSDP2 over @dp only; @tp, @pp, @cp and @ep are not "
                          "modeled for it yet");
     });
+  if (p.dp < 2)
+    return r.fail(ErrorKind::kIncompatible, "dp", [] {
+      return std::string("@dp 1 with @framework torchtitan: torchtitan applies FSDP2 (fully_shard with bf16 "
+                         "param_dtype) only when the data-parallel shard group is > 1; one GPU trains fp32 "
+                         "parameters under torch.autocast (maybe_enable_amp), which saves other tensors and is "
+                         "not modeled; use @dp 2 or more");
+    });
   if (l.zero_stage != 0 && l.zero_stage != 3)
     return r.fail(ErrorKind::kIncompatible, "zero_stage", [&] {
       return fmt::format("@zero_stage {}: torchtitan shards parameters, gradients and optimizer state with FSDP2 "
