@@ -50,6 +50,8 @@ TEST(Torchtitan, OpLevelSacLlama31_8bFsdp2HandComputed) {
   // others (the op-SAC rerun is 2·T·(3h + a·d + kv·d + 3f) + 8·T = 989,921,280); FSDP2 adds two bf16
   // blocks 4·Ψ_block, the bf16 [norm, output] 2·Ψ_head and one block's fp32 grads 4·Ψ_block.
   EXPECT_EQ(t.recompute_peak, 989'921'280);
+  // It reruns the 2nd, 4th and 6th mm of each block (wk, wo, w3): 2·T·(h·kv·d + a·d·h + h·f) FLOPs.
+  EXPECT_DOUBLE_EQ(t.recompute_flops, 32.0 * 2 * kT * (4096.0 * 1024 + 4096.0 * 4096 + 4096.0 * 14336));
   EXPECT_EQ(t.transient, 8'405'385'216 + 872'448'000 + 1'050'681'344 + 872'448'000);
   EXPECT_EQ(t.total, 16'060'522'496 + 21'013'626'880 + 11'200'962'560);  // 48,275,111,936 B = 44.96 GiB
 }

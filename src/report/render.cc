@@ -54,7 +54,11 @@ std::string header_lines(const Report& r) {
   if (r.model)
     out += fmt::format("Workload   seq {} × micro-batch {}, activations {}, framework {}, attention {}, recompute {}\n",
                        l.seq_len, l.micro_batch, dtype_name(w.dtype), kFrameworkNames.name(w.framework),
-                       kAttentionNames.name(w.attention), kRecomputeNames.name(l.recompute));
+                       kAttentionNames.name(w.attention),
+                       w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective
+                           ? (l.selective_ac_every > 0 ? fmt::format("selective (every {} blocks)", l.selective_ac_every)
+                                                       : std::string("selective (per op)"))
+                           : std::string(kRecomputeNames.name(l.recompute)));
   out += fmt::format("Training   weights {}, grads {}, {}, {}{}{}\n", dtype_name(w.weight_dtype),
                      dtype_name(w.grad_dtype), kOptimizerNames.name(w.optimizer),
                      w.framework == Framework::kTorchtitan ? std::string("FSDP2 (fully_shard)")
@@ -151,6 +155,9 @@ nlohmann::json report_json(const Report& r) {
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
                  {"reserve_bytes", l.reserve.count()}};
+  if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
+    j["inputs"]["selective_ac_option"] =
+        l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");
   if (p.first_stage_layers > 0) j["inputs"]["first_stage_layers"] = p.first_stage_layers;
   if (p.last_stage_layers > 0) j["inputs"]["last_stage_layers"] = p.last_stage_layers;
   j["params"] = {{"total", e.params.total()},
