@@ -83,6 +83,9 @@ TEST(Torchtitan, RefusesWhatItDoesNotModel) {
   auto moe = prepare(load_model("mixtral-8x7b").value(), {.framework = Framework::kTorchtitan});
   ASSERT_FALSE(moe);
   EXPECT_EQ(moe.error().field, "framework");
+  auto qwen2 = prepare(load_model("qwen2.5-7b").value(), {.framework = Framework::kTorchtitan});  // q/k/v biases
+  ASSERT_FALSE(qwen2);
+  EXPECT_EQ(qwen2.error().field, "framework");
 
   Layout one_gpu = job(Recompute::kNone);
   one_gpu.parallel.dp = 1;  // no fully_shard: torch.autocast instead (maybe_enable_amp), not modeled

@@ -19,11 +19,15 @@ inline Expected<void> check_torchtitan_workload(const ModelSpec& m, const Worklo
   if (w.framework != Framework::kTorchtitan) return {};
   const bool llama_block = !m.moe && !m.mla && m.norm == NormKind::kRMSNorm && m.gated_mlp && m.act == ActFn::kSilu &&
                            !m.learned_positions && !m.qk_norm && !m.sandwich_norms && !m.parallel_residual &&
-                           m.rotary_fraction == 1.0;
+                           m.rotary_fraction == 1.0 &&
+                           // nn.Linear(bias=False) throughout: a bias turns a 3-D linear into aten.addmm,
+                           // which _op_sac_save_list does not hold (its mm counting would differ)
+                           !m.qkv_bias && !m.o_bias && !m.mlp_bias && !m.lm_head_bias && !m.norm_bias;
   if (!llama_block)
     return Error{ErrorKind::kIncompatible, "framework",
                  fmt::format("@framework torchtitan follows torchtitan's Llama 3 block (RMSNorm, RoPE on the whole "
-                             "head, SwiGLU, dense); model_type '{}' is not one; use @framework hf or megatron",
+                             "head, SwiGLU, dense, no biases); model_type '{}' is not one; use @framework hf or "
+                             "megatron",
                              m.model_type)};
   if (w.attention == AttentionImpl::kEager)
     return Error{ErrorKind::kIncompatible, "attention",
