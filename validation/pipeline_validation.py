@@ -81,22 +81,29 @@ class Case:
     pp: int
     vpp: int
     m: int  # micro-batches per flush
-    first: int = 0  # uneven 1F1B: layers on the first stage (Megatron --decoder-first-pipeline-num-layers)
+    first: int = 0  # uneven stages: layers on the first stage (Megatron --decoder-first-pipeline-num-layers)
     last: int = 0  # and on the last stage; the other stages split the rest evenly
 
     def chunk_range(self, rank, chunk):
-        """Layers [begin, end) of chunk `chunk` of pipeline rank `rank` (Megatron's layer assignment)."""
-        c = chunk * self.pp + rank
+        """Layers [begin, end) of chunk `chunk` of pipeline rank `rank`, as Megatron-core assigns them
+        (megatron/core/transformer/transformer_block.py get_num_layers_to_build and
+        transformer_layer.py get_transformer_layer_offset): a stage's layers are split evenly over
+        its vpp chunks; with uneven stages the first (last) stage holds `first` (`last`) layers,
+        first/vpp per chunk, and the other stages split the rest evenly; virtual stage j holds the
+        j-th chunk of every rank in rank order, so chunk j of rank r starts after j whole virtual
+        stages and after ranks 0..r-1's j-th chunks."""
         if not (self.first or self.last):
             per = self.model.layers // (self.pp * self.vpp)
+            c = chunk * self.pp + rank
             return c * per, (c + 1) * per
         given = (self.first > 0) + (self.last > 0)
-        middle = (self.model.layers - self.first - self.last) // (self.pp - given)
-        first = self.first or middle
-        last = self.last or middle
-        sizes = [first] + [middle] * (self.pp - 2) + [last]
-        begin = sum(sizes[:c])
-        return begin, begin + sizes[c]
+        middle_stages = self.pp - given
+        middle = (self.model.layers - self.first - self.last) // middle_stages if middle_stages else 0
+        stage_layers = [self.first or middle] + [middle] * (self.pp - 2) + [self.last or middle]
+        per_chunk = [n // self.vpp for n in stage_layers]
+        virtual_stage = sum(per_chunk)
+        begin = chunk * virtual_stage + sum(per_chunk[:rank])
+        return begin, begin + per_chunk[rank]
 
 
 def _case(base, tag, attn, rc, s, b, drop, pp, vpp, m, per_chunk=2):
@@ -125,13 +132,21 @@ def _cases():
         for rc in ("none", "full"):
             out.append(_uneven(base, tag, attn, rc, s, b, drop, pp=4, m=8, first=1, last=2, layers=1 + 3 * 2 + 2))
         out.append(_uneven(base, tag, attn, "none", s, b, drop, pp=3, m=2, first=0, last=1, layers=5))
+        # uneven stages with the interleaved schedule (Megatron-core: first/vpp and last/vpp layers
+        # per chunk on the first and last stage): Llama 3 405B's 126 layers on pp 16 at vpp 2 need
+        # e.g. first 6, last 8. Here pp 4 vpp 2: first 2 (1 per chunk), middle 4 (2 per chunk), last 4;
+        # pp 3 vpp 2: only the first stage given (2 + 4 + 4).
+        for rc in ("none", "full"):
+            out.append(_uneven(base, tag, attn, rc, s, b, drop, pp=4, m=8, first=2, last=4, layers=2 + 4 * 2 + 4, vpp=2))
+        out.append(_uneven(base, tag, attn, "none", s, b, drop, pp=3, m=6, first=2, last=0, layers=10, vpp=2))
     return out
 
 
-def _uneven(base, tag, attn, rc, s, b, drop, pp, m, first, last, layers):
+def _uneven(base, tag, attn, rc, s, b, drop, pp, m, first, last, layers, vpp=1):
     cfg = models.ModelConfig(**dict(base, layers=layers))
     run = models.RunConfig("megatron", attn, rc, "bf16", seq_len=s, micro_batch=b, hidden_dropout=drop, attention_dropout=drop)
-    return Case(f"{tag}-{attn}-{rc}-pp{pp}-first{first}-last{last}-m{m}", cfg, run, pp, 1, m, first, last)
+    sched = f"pp{pp}" + (f"-vpp{vpp}" if vpp > 1 else "")
+    return Case(f"{tag}-{attn}-{rc}-{sched}-first{first}-last{last}-m{m}", cfg, run, pp, vpp, m, first, last)
 
 
 CASES = _cases()

@@ -91,6 +91,9 @@ struct Totals {
   int64_t recompute_peak = 0;          // one recomputed segment re-run in backward
   double forward_flops = 0;            // one micro-batch, whole model
   double recompute_flops = 0;
+  // The busiest pipeline stage's share of a micro-batch's work (3·forward + recompute FLOPs) times
+  // pp: 1 when stages are balanced, > 1 when one stage (its layers, the LM head) holds more.
+  double stage_imbalance = 1;
 
   // Why evaluate() returned false: the kind and the option at fault (explain() has the message).
   ErrorKind error = ErrorKind::kInvalid;

@@ -448,6 +448,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   s.step.resize(vpp);
   Bytes worst{-1};
   Bytes best_peak{-1};
+  double busiest_work = 0;
   for (int64_t rank = 0; rank < par.pp; ++rank) {
     for (std::size_t j = 0; j < vpp; ++j) {
       const int64_t c = b.split.chunk_of(rank, static_cast<int64_t>(j));
@@ -469,6 +470,22 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       worst = stage;
       t.in_flight_stage = rank;
       t.in_flight_micro_batches = s.counts[0];
+    }
+
+    if (par.pp > 1) {  // this stage's work for one micro-batch: 3·forward + recompute FLOPs
+      double work = rank == par.pp - 1 ? 3.0 * 2.0 * tokens * p.lm_head_macs : 0;
+      for (std::size_t j = 0; j < vpp; ++j) {
+        const int64_t c = b.split.chunk_of(rank, static_cast<int64_t>(j));
+        const int64_t begin = b.split.chunk_begin(c), n = b.split.chunk_size(c);
+        const int64_t rerun = l.recompute == Recompute::kFull ? plan.rerun(n) : 0;
+        for (std::size_t k = 0; k < num_kinds; ++k) {
+          const double count = static_cast<double>(p.count(k, begin, begin + n));
+          work += 3.0 * count * s.kinds[k].flops;
+          if (l.recompute == Recompute::kSelective) work += count * s.kinds[k].core_flops;
+          if (rerun > 0) work += static_cast<double>(p.count(k, begin, begin + rerun)) * s.kinds[k].flops;
+        }
+      }
+      busiest_work = std::max(busiest_work, work);
     }
 
     StageParams st = stage_params_from_kinds(p, par, b.split, rank, s);
@@ -501,6 +518,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     }
   }
   t.in_flight_max = worst.count();
+  const double all_work = 3.0 * t.forward_flops + t.recompute_flops;
+  t.stage_imbalance = par.pp > 1 && all_work > 0 ? busiest_work * static_cast<double>(par.pp) / all_work : 1.0;
   t.reserve = l.reserve.count();
   t.total = (best_peak + l.reserve).count();
   if constexpr (Sink::kRecords) {

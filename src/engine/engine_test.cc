@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "actmem/actmem.h"
+#include "policies/pipeline_split.h"
 
 namespace actmem {
 namespace {
@@ -185,10 +186,28 @@ TEST(Engine, UnevenPipelineStagesLlama3_405B) {
   l.parallel.last_stage_layers = 6;
   ASSERT_TRUE(evaluate(prepared, l, t));
   EXPECT_EQ(stage_params(counts, l.parallel)[0].num_layers, 8);
-  // The interleaved schedule with uneven stages is not modeled: an error, not a guess.
+  // Interleaved (Megatron-core get_num_layers_to_build): each stage's layers split evenly over its
+  // vpp chunks. vpp 2, last 6: stages 0-14 hold 8 layers (2 chunks of 4), the last 6 (2 of 3); a
+  // virtual stage is 15·4 + 3 = 63 layers, so rank 15's second chunk is layers 123-125.
   l.parallel.vpp = 2;
+  l.parallel.num_micro_batches = 32;
+  ASSERT_TRUE(evaluate(prepared, l, t));
+  const auto split = detail::PipelineSplit::of(126, l.parallel);
+  EXPECT_EQ(split.chunk_begin(split.chunk_of(15, 1)), 123);
+  EXPECT_EQ(split.chunk_size(split.chunk_of(15, 1)), 3);
+  EXPECT_EQ(split.chunk_begin(split.chunk_of(0, 1)), 63);
+  EXPECT_EQ(stage_params(counts, l.parallel)[15].num_layers, 6);
+  EXPECT_EQ(stage_params(counts, l.parallel)[3].num_layers, 8);
+  // 7 layers cannot split over 2 chunks: an error naming the option, not a guess.
+  l.parallel.last_stage_layers = 0;
+  l.parallel.first_stage_layers = 7;
   EXPECT_FALSE(evaluate(prepared, l, t));
-  EXPECT_STREQ(t.error_field, "last_stage_layers");
+  EXPECT_STREQ(t.error_field, "first_stage_layers");
+  // Llama 3 405B's intent (lighter first and last stages) at vpp 2: first 6, last 8, 14 × 8 between.
+  l.parallel.first_stage_layers = 6;
+  l.parallel.last_stage_layers = 8;
+  ASSERT_TRUE(evaluate(prepared, l, t));
+  EXPECT_EQ(stage_params(counts, l.parallel)[0].num_layers, 6);
 }
 
 // transformers 4.44 (@hf_version): CrossEntropyLoss on logits[..., :-1, :].contiguous(), the s−1

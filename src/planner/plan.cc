@@ -1,6 +1,7 @@
 // actmem.h first: it declares what the planner builds on, then includes the planner's headers.
 #include "actmem/actmem.h"
 #include "planner/plan.h"
+#include "policies/pipeline_split.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +21,31 @@ std::vector<int64_t> divisors(int64_t n, int64_t max) {
 
 bool pinned_or(const std::optional<int64_t>& pin, int64_t v) { return !pin || *pin == v; }
 
+/// How `num_layers` go onto pp stages of vpp chunks each: (first stage, last stage) layers, 0 for
+/// the even share. Even when pp·vpp divides the layers; otherwise the uneven splits Megatron-core
+/// can run (--decoder-first/last-pipeline-num-layers: the other stages equal, every stage a
+/// multiple of vpp) with the smallest largest stage, the first and last stage no larger than the
+/// others (they also hold the embedding and the LM head). Llama 3 405B: 126 layers on pp 16 give
+/// (6, 8), (7, 7), (8, 6) at vpp 1 and (6, 8), (8, 6) at vpp 2. Empty when none exists.
+std::vector<std::pair<int64_t, int64_t>> stage_splits(int64_t num_layers, int64_t pp, int64_t vpp) {
+  if (num_layers % (pp * vpp) == 0) return {{0, 0}};
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (pp < 2 || num_layers % vpp != 0) return out;
+  // The largest stage M: the smallest multiple of vpp with L <= pp·M for which first + last =
+  // L − (pp−2)·M splits into two multiples of vpp, each in [vpp, M].
+  for (int64_t stage = (num_layers + pp - 1) / pp; out.empty() && stage <= num_layers; ++stage) {
+    if (stage % vpp != 0) continue;
+    const int64_t ends = num_layers - (pp - 2) * stage;
+    if (ends < 2 * vpp) break;
+    for (int64_t first = vpp; first <= stage; first += vpp) {
+      const int64_t last = ends - first;
+      if (last < vpp || last > stage || last % vpp != 0) continue;
+      out.emplace_back(first == stage ? 0 : first, last == stage ? 0 : last);
+    }
+  }
+  return out;
+}
+
 /// The search's loops, in one place: plan() and candidate_layouts() both walk them.
 template <typename Visit>
 void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) {
@@ -36,11 +62,12 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
     for (int64_t cp : divisors(r.gpus / tp, r.max_cp)) {
       if (!pinned_or(r.cp, cp) || (cp > 1 && (!m || r.seq_len % (2 * cp) != 0))) continue;
       for (int64_t pp : divisors(r.gpus / (tp * cp), r.max_pp)) {
-        if (!pinned_or(r.pp, pp) || num_layers % pp != 0) continue;
+        if (!pinned_or(r.pp, pp) || pp > num_layers) continue;
         const int64_t dp = r.gpus / (tp * cp * pp);
         if (!pinned_or(r.dp, dp) || r.global_batch % dp != 0) continue;
         for (int64_t vpp = 1; vpp <= (pp > 1 ? r.max_vpp : 1); ++vpp) {
-          if (!pinned_or(r.vpp, vpp) || num_layers % (pp * vpp) != 0) continue;
+          if (!pinned_or(r.vpp, vpp)) continue;
+          for (const auto& [first, last] : stage_splits(num_layers, pp, vpp))
           for (int64_t ep : divisors(dp, r.max_ep)) {
             if (!pinned_or(r.ep, ep) || experts % ep != 0) continue;
             for (int64_t b : divisors(r.global_batch / dp, r.max_micro_batch)) {
@@ -60,7 +87,8 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
                       if (r.offload_optimizer ? *r.offload_optimizer != (off == 1) : off == 1 && zero == 0) continue;
                       l.micro_batch = b;
                       l.parallel = {.dp = dp, .tp = tp, .sp = sp == 1, .pp = pp, .vpp = vpp, .cp = cp, .ep = ep,
-                                    .num_micro_batches = micro_batches};
+                                    .num_micro_batches = micro_batches, .first_stage_layers = first,
+                                    .last_stage_layers = last};
                       l.zero_stage = zero;
                       l.recompute = rc;
                       l.offload_optimizer = off == 1;
@@ -140,13 +168,16 @@ Expected<void> check_request(const PreparedModel& model, const PlanRequest& r) {
   if (r.gpus % fixed != 0)
     return Error{ErrorKind::kIncompatible, "gpus",
                  fmt::format("the pinned degrees multiply to {}, which does not divide @gpus {}", fixed, r.gpus)};
-  if (const ModelSpec* m = model.model(); m && r.pp && m->num_layers % *r.pp != 0)
+  if (const ModelSpec* m = model.model(); m && r.pp && stage_splits(m->num_layers, *r.pp, r.vpp.value_or(1)).empty())
     return Error{ErrorKind::kIncompatible, "pp",
-                 fmt::format("@pp {}: num_hidden_layers ({}) is not divisible by it (uneven stages are not supported "
-                             "yet)",
-                             *r.pp, m->num_layers)};
+                 fmt::format("@pp {}: num_hidden_layers ({}) splits over {} stages neither evenly nor as Megatron's "
+                             "uneven first/last stages allow",
+                             *r.pp, m->num_layers, *r.pp)};
   return {};
 }
+
+int64_t bisect_recomputed_layers(const PreparedModel& model, Layout layout, Bytes capacity, const Allowances& a,
+                                 int64_t lo, int64_t hi, int64_t& evaluated);  // with the solvers below
 
 }  // namespace
 
@@ -163,6 +194,16 @@ Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request
   const auto start = std::chrono::steady_clock::now();
   Totals t;
   PlannedLayout candidate;
+  const auto keep = [&](const Layout& l, const Totals& totals, const FitVerdict& fit) {
+    candidate.layout = l;
+    candidate.totals = totals;
+    candidate.fit = fit;
+    candidate.time = step_time(model.model(), model.workload(), l, totals, request.global_batch, request.cluster);
+    if (result.best.size() == request.keep && !better(candidate, result.best.back())) return;
+    auto at = std::upper_bound(result.best.begin(), result.best.end(), candidate, better);
+    result.best.insert(at, candidate);
+    if (result.best.size() > request.keep) result.best.pop_back();
+  };
   enumerate(model, request, [&](const Layout& l) {
     ++result.searched;
     if (!evaluate(model, l, t)) return;
@@ -176,15 +217,28 @@ Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request
       return;
     }
     ++result.fitting;
-    candidate.layout = l;
-    candidate.totals = t;
-    candidate.fit = fit;
-    candidate.time = step_time(model.model(), model.workload(), l, t, request.global_batch, request.cluster);
-    if (result.best.size() == request.keep && !better(candidate, result.best.back())) return;
-    auto at = std::upper_bound(result.best.begin(), result.best.end(), candidate, better);
-    result.best.insert(at, candidate);
-    if (result.best.size() > request.keep) result.best.pop_back();
+    keep(l, t, fit);
+    // Full recomputation fits: the fewest recomputed layers per chunk that still fit run faster
+    // (Megatron's --recompute-method block --recompute-num-layers N), found by bisection.
+    // Not when recomputation is pinned: `--recompute full` means every layer, as in estimate.
+    if (l.recompute == Recompute::kFull && l.recompute_layers < 0 && !request.recompute) {
+      Layout fewer = l;
+      const int64_t per_chunk =
+          model.model() ? detail::PipelineSplit::of(model.model()->num_layers, l.parallel).largest_chunk() : 0;
+      // n = 0 is no recomputation, which the search visits on its own.
+      const int64_t n = per_chunk > 1 ? bisect_recomputed_layers(model, l, request.capacity, request.allowances, 1,
+                                                                 per_chunk, result.refined)
+                                      : per_chunk;
+      if (n < per_chunk) {
+        fewer.recompute_layers = n;
+        ++result.refined;
+        if (evaluate(model, fewer, t)) {
+          keep(fewer, t, check_fit(t, fewer.parallel, request.capacity, request.allowances));
+        }
+      }
+    }
   });
+
   result.search_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (result.fitting > 0) result.closest.reset();
@@ -199,6 +253,8 @@ std::string layout_flags(const Layout& l) {
   if (p.vpp > 1) s += fmt::format(" --vpp {}", p.vpp);
   if (p.cp > 1) s += fmt::format(" --cp {}", p.cp);
   if (p.ep > 1) s += fmt::format(" --ep {}", p.ep);
+  if (p.first_stage_layers > 0) s += fmt::format(" --first-stage-layers {}", p.first_stage_layers);
+  if (p.last_stage_layers > 0) s += fmt::format(" --last-stage-layers {}", p.last_stage_layers);
   if (p.num_micro_batches > 0) s += fmt::format(" --num-micro-batches {}", p.num_micro_batches);
   if (l.zero_stage > 0) s += fmt::format(" --zero {}", l.zero_stage);
   if (l.recompute != Recompute::kNone) s += fmt::format(" --recompute {}", kRecomputeNames.name(l.recompute));
@@ -268,24 +324,38 @@ int64_t longest_sequence(const PreparedModel& model, Layout layout, Bytes capaci
   return lo * step;
 }
 
-int64_t fewest_recomputed_layers(const PreparedModel& model, Layout layout, Bytes capacity, const Allowances& a) {
-  const ModelSpec* m = model.model();
-  if (!m) return -1;
-  const int64_t per_chunk = m->num_layers / (layout.parallel.pp * layout.parallel.vpp);
+namespace {
+
+/// The fewest n in [lo, hi] recomputed layers per chunk for which `layout` fits, given that hi
+/// fits; `evaluated` counts the engine calls.
+int64_t bisect_recomputed_layers(const PreparedModel& model, Layout layout, Bytes capacity, const Allowances& a,
+                                 int64_t lo, int64_t hi, int64_t& evaluated) {
   layout.recompute = Recompute::kFull;
   layout.checkpoint_every = 0;
-  int64_t lo = 0, hi = per_chunk;  // the fewest n in [0, per_chunk] that fits
-  layout.recompute_layers = hi;
-  if (!fits(model, layout, capacity, a)) return -1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     layout.recompute_layers = mid;
+    ++evaluated;
     if (fits(model, layout, capacity, a))
       hi = mid;
     else
       lo = mid + 1;
   }
   return lo;
+}
+
+}  // namespace
+
+int64_t fewest_recomputed_layers(const PreparedModel& model, Layout layout, Bytes capacity, const Allowances& a) {
+  const ModelSpec* m = model.model();
+  if (!m) return -1;
+  const int64_t per_chunk = detail::PipelineSplit::of(m->num_layers, layout.parallel).largest_chunk();
+  layout.recompute = Recompute::kFull;
+  layout.checkpoint_every = 0;
+  layout.recompute_layers = per_chunk;
+  if (!fits(model, layout, capacity, a)) return -1;
+  int64_t evaluated = 0;
+  return bisect_recomputed_layers(model, layout, capacity, a, 0, per_chunk, evaluated);
 }
 
 std::vector<Change> what_to_change(const PreparedModel& model, const Layout& base, int64_t global_batch,
@@ -307,7 +377,7 @@ std::vector<Change> what_to_change(const PreparedModel& model, const Layout& bas
       moves.emplace_back(fmt::format("--recompute {}", kRecomputeNames.name(rc)), l);
     }
   if (const int64_t n = fewest_recomputed_layers(model, base, capacity, a);
-      n > 0 && model.model() && n < model.model()->num_layers / (p.pp * p.vpp)) {
+      n > 0 && model.model() && n < detail::PipelineSplit::of(model.model()->num_layers, p).largest_chunk()) {
     Layout l = base;
     l.recompute = Recompute::kFull;
     l.recompute_layers = n;

@@ -56,7 +56,8 @@ struct PlannedLayout {
 };
 
 struct PlanResult {
-  int64_t searched = 0;  // layouts evaluated by the engine
+  int64_t searched = 0;  // candidate layouts evaluated by the engine
+  int64_t refined = 0;   // further evaluations: the fewest recomputed layers of fitting full-recompute layouts
   int64_t valid = 0;     // of which the engine accepted
   int64_t fitting = 0;   // of which fit the GPU
   double search_ms = 0;

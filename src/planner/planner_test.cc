@@ -59,8 +59,13 @@ TEST(TimeModel, TermsByHand) {
   const StepTime st = step_time(p.model(), p.workload(), l, t, 16, c);
   EXPECT_EQ(st.num_micro_batches, 8);
   EXPECT_EQ(st.gpus, 16);
-  // compute = 3F·(B/b)/N / (989.4e12 · 0.55)
-  EXPECT_DOUBLE_EQ(st.compute, 3 * t.forward_flops * 16 / 16 / (c.peak_flops * c.compute_efficiency));
+  // The last stage also runs the LM head, 2·s·b·h·V FLOPs forward: stage work (F + F_head)/2 over
+  // the average F/2 (the 16 layers of each stage are equal).
+  const double head = 2.0 * 4096 * 4096 * 128256;
+  EXPECT_NEAR(t.stage_imbalance, (t.forward_flops + head) / t.forward_flops, 1e-12);
+  // compute = 3F·(B/b)/N / (989.4e12 · 0.55) · imbalance
+  EXPECT_DOUBLE_EQ(st.compute,
+                   3 * t.forward_flops * 16 / 16 / (c.peak_flops * c.compute_efficiency) * t.stage_imbalance);
   // TP: 8 micro-batches · 16 layers · 4 all-reduces · 2·3/4 · (4096·4096·2 bytes) / (450 GB/s · 0.8)
   const double msg = 4096.0 * 4096 * 2;
   EXPECT_DOUBLE_EQ(st.tp_message, msg);
@@ -118,6 +123,7 @@ TEST(Plan, BestLayoutsAreTheEnginesBytesAndRanked) {
   r.keep = 20;
   const PlanResult res = plan(p, r).value();
   EXPECT_EQ(static_cast<std::size_t>(res.searched), candidate_layouts(p, r).size());
+  EXPECT_GT(res.refined, 0);  // fitting full-recompute layouts were refined to fewer layers
   ASSERT_GT(res.fitting, 0);
   ASSERT_EQ(res.best.size(), 20u);
   EXPECT_FALSE(res.closest.has_value());
@@ -372,14 +378,16 @@ TEST(PublishedRuns, Narayanan2021Table1LayoutsAreNearThePlannersBest) {
 // Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4: Llama 3 405B on H100-80GB with TP 8,
 // PP 16, CP 1 at 8,192 tokens, 16M tokens per batch: 8,192 GPUs (DP 64) at 430 TFLOP/s per GPU and
 // 16,384 GPUs (DP 128) at 400. Its 126 layers sit 7 + 14 × 8 + 7 on the 16 stages (§3.3.2: one
-// layer fewer on the first and the last stage). Assumptions the paper does not state here, and so
-// held loosely: 1F1B (the paper interleaves; uneven stages are modeled for 1F1B only), the
-// distributed optimizer (ZeRO-1) with fp32 gradient accumulation, and the fewest recomputed layers
-// per chunk that fit (the fit solver's answer: 2). The layout must fit. The throughput is NOT within
-// ±25% (−25% and −39% measured): 1F1B's bubble (pp − 1)/M = 15/32 and 15/16 of a step is what the
-// paper's interleaved schedule divides by v, and uneven stages are not modeled with interleaving
-// yet. The test holds the direction (below the published figure) until they are.
-TEST(PublishedRuns, Llama3_405bTable4FitsOn1F1BWithUnevenStages) {
+// layer fewer on the first and the last stage) and it runs the interleaved schedule (§3.3.2, the
+// number of chunks not given). Megatron-core interleaves uneven stages only when each stage's
+// layers split evenly over its v chunks (get_num_layers_to_build), so 7 + 14 × 8 + 7 runs at v = 1
+// and the closest interleaved layouts are v = 2 with 6 + 14 × 8 + 8 or 8 + 14 × 8 + 6. Assumptions
+// the paper does not state here, and so held loosely: the distributed optimizer (ZeRO-1) with fp32
+// gradient accumulation, and the fewest recomputed layers per chunk that fit (the fit solver's
+// answer). Every layout must fit. The time model: at v = 1 1F1B's bubble (pp − 1)/M = 15/32 and
+// 15/16 of a step puts it 26% / 40% below the paper; at v = 2 the better split (8 + ... + 6: the
+// LM head balances the lighter last stage) comes within ±25% (−13% / −22%).
+TEST(PublishedRuns, Llama3_405bTable4FitsAndInterleavedThroughputIsWithin25Percent) {
   const auto p = prepare(load_model("llama-3.1-405b").value(),
                          {.framework = Framework::kMegatron, .grad_dtype = DType::kFP32})
                      .value();
@@ -391,28 +399,124 @@ TEST(PublishedRuns, Llama3_405bTable4FitsOn1F1BWithUnevenStages) {
     double tflops;
   } rows[] = {{8192, 64, 32, 430}, {16384, 128, 16, 400}};
   for (const auto& row : rows) {
-    Layout l;
-    l.seq_len = 8192;
-    l.parallel = {.dp = row.dp, .tp = 8, .sp = true, .pp = 16, .num_micro_batches = row.batch_per_dp,
-                  .first_stage_layers = 7, .last_stage_layers = 7};
-    l.recompute = Recompute::kFull;
-    l.recompute_layers = 2;
-    l.zero_stage = 1;
-    Totals t;
-    ASSERT_TRUE(evaluate(p, l, t)) << row.gpus;
-    const FitVerdict v = check_fit(t, l.parallel, h100.total, {});
-    EXPECT_TRUE(v.fits) << row.gpus << " GPUs: needs " << v.needed.gib() << " GiB";
-    const StepTime st = step_time(p.model(), p.workload(), l, t, row.dp * row.batch_per_dp, c);
-    EXPECT_LT(st.tflops_per_gpu, row.tflops) << row.gpus << " GPUs: " << st.tflops_per_gpu;
-    EXPECT_GT(st.tflops_per_gpu, 0.5 * row.tflops) << row.gpus << " GPUs: " << st.tflops_per_gpu;
-    std::printf("Llama 3 Table 4 405B on %lld H100: needs %5.1f GiB of %5.1f; %5.1f TFLOP/s vs %3.0f (%+.0f%%)\n",
-                static_cast<long long>(row.gpus), v.needed.gib(), v.capacity.gib(), st.tflops_per_gpu, row.tflops,
-                100 * (st.tflops_per_gpu / row.tflops - 1));
-    // The even split the engine used to be limited to is impossible: 126 layers on 16 stages.
-    l.parallel.first_stage_layers = l.parallel.last_stage_layers = 0;
-    EXPECT_FALSE(evaluate(p, l, t));
-    EXPECT_EQ(std::string(t.error_field), "pp");
+    // TFLOP/s per GPU of the layout with the fewest recomputed layers that fit.
+    auto tflops = [&](int64_t vpp, int64_t first, int64_t last) {
+      Layout l;
+      l.seq_len = 8192;
+      l.parallel = {.dp = row.dp, .tp = 8, .sp = true, .pp = 16, .vpp = vpp, .num_micro_batches = row.batch_per_dp,
+                    .first_stage_layers = first, .last_stage_layers = last};
+      l.zero_stage = 1;
+      l.recompute = Recompute::kFull;
+      l.recompute_layers = fewest_recomputed_layers(p, l, h100.total, {});
+      EXPECT_GE(l.recompute_layers, 0) << row.gpus << " GPUs, vpp " << vpp << ": does not fit";
+      Totals t;
+      EXPECT_TRUE(evaluate(p, l, t));
+      const FitVerdict v = check_fit(t, l.parallel, h100.total, {});
+      EXPECT_TRUE(v.fits) << row.gpus << " GPUs: needs " << v.needed.gib() << " GiB";
+      const StepTime st = step_time(p.model(), p.workload(), l, t, row.dp * row.batch_per_dp, c);
+      std::printf("Llama 3 Table 4 405B on %5lld H100, vpp %lld, %lld + 14 x %lld + %lld, %lld recomputed per chunk: "
+                  "needs %5.1f GiB of %5.1f; %5.1f TFLOP/s vs %3.0f (%+.0f%%)\n",
+                  static_cast<long long>(row.gpus), static_cast<long long>(vpp), static_cast<long long>(first),
+                  static_cast<long long>((126 - first - last) / 14), static_cast<long long>(last),
+                  static_cast<long long>(l.recompute_layers), v.needed.gib(), v.capacity.gib(), st.tflops_per_gpu,
+                  row.tflops, 100 * (st.tflops_per_gpu / row.tflops - 1));
+      return st.tflops_per_gpu;
+    };
+    const double one_f_one_b = tflops(1, 7, 7);
+    EXPECT_LT(one_f_one_b, 0.8 * row.tflops) << row.gpus;  // the bubble the paper's interleaving removes
+    const double interleaved = std::max(tflops(2, 6, 8), tflops(2, 8, 6));
+    EXPECT_GT(interleaved, one_f_one_b);
+    EXPECT_NEAR(interleaved / row.tflops, 1.0, 0.25) << row.gpus << " GPUs: " << interleaved;
   }
+  // The even split is impossible: 126 layers on 16 stages; 7 layers do not split over 2 chunks.
+  Layout l;
+  l.seq_len = 8192;
+  l.parallel = {.dp = 64, .tp = 8, .sp = true, .pp = 16, .num_micro_batches = 32};
+  Totals t;
+  EXPECT_FALSE(evaluate(p, l, t));
+  EXPECT_EQ(std::string(t.error_field), "pp");
+  l.parallel.vpp = 2;
+  l.parallel.first_stage_layers = l.parallel.last_stage_layers = 7;
+  EXPECT_FALSE(evaluate(p, l, t));
+  EXPECT_EQ(std::string(t.error_field), "first_stage_layers");
+}
+
+// The planner finds uneven stages on its own when pp does not divide the layers: Llama 3 405B on
+// 16,384 H100s with the paper's TP 8 and PP 16 pinned lists only Megatron-runnable splits, each an
+// `estimate` command that reproduces its bytes.
+TEST(Plan, SearchesUnevenStagesAndRecomputedLayers) {
+  const auto p = prepare(load_model("llama-3.1-405b").value(),
+                         {.framework = Framework::kMegatron, .grad_dtype = DType::kFP32})
+                     .value();
+  PlanRequest r = request(16384, 8192, 2048, "h100-80gb");
+  r.tp = 8;
+  r.pp = 16;
+  r.keep = 50;
+  const PlanResult res = plan(p, r).value();
+  ASSERT_GT(res.fitting, 0);
+  bool interleaved = false, partial = false;
+  for (const auto& pl : res.best) {
+    const auto& q = pl.layout.parallel;
+    ASSERT_TRUE(q.first_stage_layers > 0 || q.last_stage_layers > 0) << layout_flags(pl.layout);
+    const int64_t first = q.first_stage_layers > 0 ? q.first_stage_layers : 8;
+    const int64_t last = q.last_stage_layers > 0 ? q.last_stage_layers : 8;
+    EXPECT_EQ(first + 14 * 8 + last, 126) << layout_flags(pl.layout);
+    EXPECT_EQ(first % q.vpp, 0);
+    interleaved |= q.vpp == 2;
+    partial |= pl.layout.recompute == Recompute::kFull && pl.layout.recompute_layers > 0;
+    Totals t;
+    ASSERT_TRUE(evaluate(p, pl.layout, t));
+    EXPECT_EQ(t.total, pl.totals.total);
+  }
+  EXPECT_TRUE(interleaved);
+  EXPECT_TRUE(partial);
+  EXPECT_GT(res.refined, 0);
+  // Pinning full recomputation means every layer, as in estimate: nothing to refine.
+  r.recompute = Recompute::kFull;
+  const PlanResult pinned = plan(p, r).value();
+  EXPECT_EQ(pinned.refined, 0);
+  for (const auto& pl : pinned.best) EXPECT_LT(pl.layout.recompute_layers, 0);
+}
+
+// Megatron-core's uneven splits (0 = the middle stages' count, 8): 126 layers on 16 stages are
+// 6 + 14 × 8 + 8, 7 + 14 × 8 + 7 or 8 + 14 × 8 + 6 at vpp 1, and 6 + ... + 8 or 8 + ... + 6 at
+// vpp 2 (7 does not halve); DeepSeek-V3's 61 layers on 16 stages split as 1..4 + 14 × 4 + 4..1;
+// a pp that cannot split at all is refused before searching.
+TEST(Plan, UnevenSplitsAreMegatronsAndAPinThatCannotSplitIsAnError) {
+  const auto p = prepare(load_model("llama-3.1-405b").value(), {.framework = Framework::kMegatron}).value();
+  PlanRequest r = request(16384, 8192, 2048, "h100-80gb");
+  r.tp = 8;
+  r.pp = 16;
+  r.zero = 1;
+  r.micro_batch = 1;
+  r.recompute = Recompute::kFull;
+  r.sp = true;
+  r.offload_optimizer = false;
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> splits;
+  for (const Layout& l : candidate_layouts(p, r))
+    splits.emplace_back(l.parallel.vpp, l.parallel.first_stage_layers, l.parallel.last_stage_layers);
+  std::sort(splits.begin(), splits.end());
+  splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> want = {{1, 0, 6}, {1, 6, 0}, {1, 7, 7}, {2, 0, 6}, {2, 6, 0}};
+  EXPECT_EQ(splits, want);
+  const auto v3 = prepare(load_model("deepseek-v3").value(), {.framework = Framework::kMegatron}).value();
+  PlanRequest q = request(1024, 4096, 1024, "h800-80gb");
+  q.pp = 16;
+  q.max_vpp = 1;
+  q.keep = 1;
+  const auto got = plan(v3, q);
+  ASSERT_TRUE(got) << got.error().message;
+  // Every candidate's first and last stage leave the other stages an equal share of the 61.
+  for (const Layout& l : candidate_layouts(v3, q)) {
+    const auto& s = l.parallel;
+    const int64_t given = (s.first_stage_layers > 0) + (s.last_stage_layers > 0);
+    EXPECT_EQ((61 - s.first_stage_layers - s.last_stage_layers) % (16 - given), 0);
+  }
+  PlanRequest bad = request(64, 8192, 64, "h100-80gb");
+  bad.pp = 64;  // 80 layers of Llama-3-70B cannot sit on 64 stages at vpp 1 with equal middle stages
+  const auto err = plan(prepare(load_model("llama-3-70b").value(), {.framework = Framework::kMegatron}).value(), bad);
+  ASSERT_FALSE(err);
+  EXPECT_EQ(err.error().field, "pp");
 }
 
 }  // namespace

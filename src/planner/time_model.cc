@@ -1,6 +1,7 @@
 // actmem.h first: it declares what the planner builds on, then includes the planner's headers.
 #include "actmem/actmem.h"
 #include "planner/time_model.h"
+#include "policies/pipeline_split.h"
 
 #include <algorithm>
 
@@ -47,7 +48,8 @@ StepTime step_time(const ModelSpec* model, const Workload& w, const Layout& l, c
   st.hw_flops_per_gpu = (3.0 * t.forward_flops + t.recompute_flops) * micro_batches_global / n;
   st.model_flops_per_gpu = 3.0 * t.forward_flops * micro_batches_global / n;
   st.achievable = c.peak_flops * c.compute_efficiency;
-  st.compute = safe_div(st.hw_flops_per_gpu, st.achievable);
+  st.stage_imbalance = t.stage_imbalance > 1 ? t.stage_imbalance : 1.0;
+  st.compute = safe_div(st.hw_flops_per_gpu, st.achievable) * st.stage_imbalance;
   const double per_micro_batch = safe_div(st.compute, m);  // one micro-batch on one stage
 
   const double act = static_cast<double>(dtype_bytes(w.dtype));
@@ -59,7 +61,8 @@ StepTime step_time(const ModelSpec* model, const Workload& w, const Layout& l, c
 
   if (model) {
     const double h = static_cast<double>(model->hidden);
-    st.layers_per_stage = model->num_layers / p.pp;
+    const auto split = detail::PipelineSplit::of(model->num_layers, p);
+    st.layers_per_stage = split.largest_chunk() * p.vpp;
     st.moe_layers_per_stage = model->num_moe_layers() / p.pp;
     const double layers = static_cast<double>(st.layers_per_stage);
 
@@ -148,17 +151,23 @@ std::vector<TimeTerm> explain_step_time(const StepTime& st, const Layout& l, con
   const auto gbs = [](double bw) { return fmt::format("{:.0f} GB/s", bw / 1e9); };
   const auto mb = [](double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); };
   std::vector<TimeTerm> out;
-  out.push_back({"compute", "(3·forward + recompute FLOPs)·(B/b) / N / (peak · efficiency)",
-                 fmt::format("{:.4g} FLOP / ({:.0f} TFLOP/s · {:.2f})", st.hw_flops_per_gpu, c.peak_flops / 1e12,
-                             c.compute_efficiency),
-                 st.compute});
+  if (st.stage_imbalance > 1)
+    out.push_back({"compute", "(3·forward + recompute FLOPs)·(B/b) / N / (peak · efficiency) · busiest stage / average",
+                   fmt::format("{:.4g} FLOP / ({:.0f} TFLOP/s · {:.2f}) · {:.3f}", st.hw_flops_per_gpu,
+                               c.peak_flops / 1e12, c.compute_efficiency, st.stage_imbalance),
+                   st.compute});
+  else
+    out.push_back({"compute", "(3·forward + recompute FLOPs)·(B/b) / N / (peak · efficiency)",
+                   fmt::format("{:.4g} FLOP / ({:.0f} TFLOP/s · {:.2f})", st.hw_flops_per_gpu, c.peak_flops / 1e12,
+                               c.compute_efficiency),
+                   st.compute});
   if (p.tp > 1)
-    out.push_back({"tensor parallel", "m · (L/pp · 4 + recomputed · 2) all-reduces · 2(t−1)/t · s/cp·b·h·bytes / bw",
+    out.push_back({"tensor parallel", "m · (L_stage · 4 + recomputed · 2) all-reduces · 2(t−1)/t · s/cp·b·h·bytes / bw",
                    fmt::format("{} micro-batches · {} layers · {} per layer · 2·{}/{} · {} / {}", st.num_micro_batches,
                                st.layers_per_stage, st.tp_allreduces, p.tp - 1, p.tp, mb(st.tp_message), gbs(st.tp_bw)),
                    st.tp});
   if (p.cp > 1)
-    out.push_back({"context parallel (ring, exposed)", "m · L/pp · max(0, 3(c−1)·KV block / bw − attention core)",
+    out.push_back({"context parallel (ring, exposed)", "m · L_stage · max(0, 3(c−1)·KV block / bw − attention core)",
                    fmt::format("{} · {} · max(0, 3·{}·{} / {} − {:.3g} s)", st.num_micro_batches, st.layers_per_stage,
                                p.cp - 1, mb(st.cp_block), gbs(st.cp_bw), st.attention_core),
                    st.cp});

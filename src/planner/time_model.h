@@ -5,9 +5,11 @@
 //
 // The model, per GPU and per optimizer step (global batch B sequences of s tokens, micro-batch b,
 // N = dp·tp·pp·cp GPUs, m = B/(dp·b) micro-batches per pipeline):
-//   compute  = (3·F + R)·(B/b) / N / (peak · efficiency)     F, R: Totals.forward_flops, recompute_flops
-//   tp       = m · (L/pp) · n_ar · 2(t−1)/t · s/cp·b·h·bytes / bw(tp)   n_ar = 4 (+2 under full recompute)
-//   cp       = m · (L/pp) · max(0, 3(c−1)·KV block / bw(cp) − attention core time)  (ring, overlapped)
+//   compute  = (3·F + R)·(B/b) / N / (peak · efficiency) · imbalance
+//              F, R: Totals.forward_flops, recompute_flops; imbalance: Totals.stage_imbalance, the
+//              busiest pipeline stage's work over the average stage's (uneven stages, the LM head)
+//   tp       = m · L_stage · n_ar · 2(t−1)/t · s/cp·b·h·bytes / bw(tp)   n_ar = 4 (+2 under full recompute)
+//   cp       = m · L_stage · max(0, 3(c−1)·KV block / bw(cp) − attention core time)  (ring, overlapped)
 //   ep       = m · (MoE layers/pp) · 4 · (e−1)/e · s/cp·b·k·h·bytes / bw(ep)       (not overlapped)
 //   pp p2p   = m · 2·v · s/cp·b·h·bytes (/t with sp) / bw(pp)
 //   bubble   = (p−1)/(v·m) · (compute + tp + cp + ep)
@@ -15,6 +17,7 @@
 //              the last backward); ZeRO-3: per micro-batch max(0, 2 all-gathers + reduce-scatter −
 //              compute of that micro-batch) (prefetched)
 //   offload  = Ψ_shard·(grad + weight bytes) / PCIe + Ψ_shard·28 bytes / (host memory bandwidth / G)
+// L_stage: the layers of the largest pipeline stage (L/pp when even).
 // Ranks are placed in Megatron's default order tp-cp-ep-dp-pp (tp fastest): a group of size g and
 // stride k stays inside a node when g·k <= gpus per node, else it runs at the inter-node bandwidth.
 #pragma once
@@ -76,6 +79,7 @@ struct StepTime {
   double hw_flops_per_gpu = 0;  // (3F + R)·(B/b)/N: what the GPU executes, recomputation included
   double model_flops_per_gpu = 0;  // 3F·(B/b)/N: what MFU counts
   double achievable = 0;        // peak · efficiency
+  double stage_imbalance = 1;   // the busiest stage's work / the average stage's (Totals)
   double tp_message = 0, cp_block = 0, ep_message = 0, pp_message = 0, dp_bytes = 0;  // bytes
   double tp_bw = 0, cp_bw = 0, ep_bw = 0, pp_bw = 0, dp_bw = 0;                         // effective, bytes/s
   int tp_allreduces = 0;        // per layer per micro-batch

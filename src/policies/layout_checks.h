@@ -168,20 +168,27 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
       return r.fail(ErrorKind::kIncompatible, field, [&] {
         return fmt::format("@{} sets the layers of a pipeline stage; it needs @pp 2 or more", field);
       });
-    if (layout.vpp > 1)
-      return r.fail(ErrorKind::kIncompatible, field, [&] {
-        return fmt::format("@{} with @vpp {}: uneven stages are modeled for the 1F1B schedule; use @vpp 1", field,
-                           layout.vpp);
-      });
+    // With the interleaved schedule a stage's layers split evenly over its vpp chunks (Megatron-core
+    // get_num_layers_to_build asserts num_layers_per_pipeline_rank % vp_size == 0).
+    for (const auto& [name, n] : {std::pair{"first_stage_layers", layout.first_stage_layers},
+                                  std::pair{"last_stage_layers", layout.last_stage_layers}})
+      if (n > 0 && n % layout.vpp != 0)
+        return r.fail(ErrorKind::kIncompatible, name, [&, name = name, n = n] {
+          return fmt::format("@{} {} with @vpp {}: each of the stage's {} model chunks holds the same number of "
+                             "layers, so it must be a multiple of {}",
+                             name, n, layout.vpp, layout.vpp, layout.vpp);
+        });
     const int64_t given = (layout.first_stage_layers > 0 ? 1 : 0) + (layout.last_stage_layers > 0 ? 1 : 0);
     const int64_t others = layout.pp - given;
     const int64_t rest = model.num_layers - layout.first_stage_layers - layout.last_stage_layers;
-    if (rest < others || (others == 0 ? rest != 0 : rest % others != 0))
+    if (rest < others * layout.vpp || (others == 0 ? rest != 0 : rest % (others * layout.vpp) != 0))
       return r.fail(ErrorKind::kIncompatible, field, [&] {
         return fmt::format("@first_stage_layers {} @last_stage_layers {}: the other {} of @pp {} stages must split the "
-                           "remaining {} of num_hidden_layers ({}) evenly, at least one layer each",
+                           "remaining {} of num_hidden_layers ({}) evenly, at least one layer each{}",
                            layout.first_stage_layers, layout.last_stage_layers, others, layout.pp, rest,
-                           model.num_layers);
+                           model.num_layers,
+                           layout.vpp > 1 ? fmt::format(" per model chunk ({} chunks per stage)", layout.vpp)
+                                          : std::string());
       });
   } else if (model.num_layers % stages != 0)
     return r.fail(ErrorKind::kIncompatible, "pp", [&] {

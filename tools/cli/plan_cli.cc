@@ -1,5 +1,6 @@
 #include "plan_cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -256,6 +257,9 @@ std::string layout_summary(const Layout& l) {
   const auto& p = l.parallel;
   std::string s = fmt::format("tp{}{} pp{}", p.tp, p.sp ? "+sp" : "", p.pp);
   if (p.vpp > 1) s += fmt::format("x{}", p.vpp);
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0)  // uneven: layers on the first/last stage
+    s += fmt::format("({}/{})", p.first_stage_layers > 0 ? std::to_string(p.first_stage_layers) : "=",
+                     p.last_stage_layers > 0 ? std::to_string(p.last_stage_layers) : "=");
   if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
   if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
   s += fmt::format(" dp{}", p.dp);
@@ -294,6 +298,9 @@ nlohmann::json layout_json(const PlannedLayout& pl, const std::string& prefix, c
           {"offload_optimizer", l.offload_optimizer},
           {"micro_batch", l.micro_batch},
           {"num_micro_batches", p.num_micro_batches},
+          {"first_stage_layers", p.first_stage_layers},
+          {"last_stage_layers", p.last_stage_layers},
+          {"recompute_layers", l.recompute_layers},
           {"time_terms", time_terms_json(pl, c)}};
 }
 
@@ -418,8 +425,12 @@ int run_plan(const PlanFlags& f) {
   const std::string prefix = "actmem estimate " + workload_flags(f);
   const std::string suffix = machine_flags(f.fit);
   const std::string search_line =
-      fmt::format("{} layouts, {} valid, {} fit, searched in {:.1f} ms", group_digits(result->searched),
-                  group_digits(result->valid), group_digits(result->fitting), result->search_ms);
+      fmt::format("{} layouts, {} valid, {} fit{}, searched in {:.1f} ms", group_digits(result->searched),
+                  group_digits(result->valid), group_digits(result->fitting),
+                  result->refined > 0
+                      ? fmt::format(" (+{} evaluations for the fewest recomputed layers)", group_digits(result->refined))
+                      : std::string(),
+                  result->search_ms);
   if (f.json) {
     nlohmann::json j;
     auto layouts = nlohmann::json::array();
@@ -436,6 +447,7 @@ int run_plan(const PlanFlags& f) {
                  {"seq_len", f.seq_len},
                  {"global_batch", batch},
                  {"searched", result->searched},
+                 {"refined", result->refined},
                  {"valid", result->valid},
                  {"fitting", result->fitting},
                  {"search_ms", result->search_ms},
@@ -471,7 +483,9 @@ int run_plan(const PlanFlags& f) {
     table.add_row({{std::to_string(++i)},
                    {layout_summary(l)},
                    {std::to_string(l.zero_stage) + (l.offload_optimizer ? "+off" : "")},
-                   {std::string(kRecomputeNames.name(l.recompute))},
+                   {l.recompute == Recompute::kFull && l.recompute_layers >= 0
+                        ? fmt::format("full {}", l.recompute_layers)
+                        : std::string(kRecomputeNames.name(l.recompute))},
                    {fmt::format("{}x{}", l.micro_batch, l.parallel.num_micro_batches)},
                    {gib(pl.fit.needed), true},
                    {gib(pl.fit.headroom), true},
@@ -482,7 +496,17 @@ int run_plan(const PlanFlags& f) {
   }
   fmt::print("{}", table.render(""));
   fmt::print("\nGiB = the peak per GPU with the allowances (CUDA context, NCCL, fragmentation); free = what\n"
-             "is left of the GPU; tok/s per GPU; mostly = the largest term. Run each with:\n");
+             "is left of the GPU; tok/s per GPU; mostly = the largest term.{}{} Run each with:\n",
+             std::any_of(result->best.begin(), result->best.end(),
+                         [](const PlannedLayout& pl) { return pl.layout.recompute_layers >= 0; })
+                 ? "\nfull N = the first N layers of each model chunk recomputed (Megatron's block method)."
+                 : "",
+             std::any_of(result->best.begin(), result->best.end(),
+                         [](const PlannedLayout& pl) {
+                           return pl.layout.parallel.first_stage_layers > 0 || pl.layout.parallel.last_stage_layers > 0;
+                         })
+                 ? "\npp16(7/7): uneven stages, 7 layers on the first and the last, the rest split evenly."
+                 : "");
   i = 0;
   // Each command wrapped at 100 columns with shell continuations, so it pastes as it is.
   for (const auto& pl : result->best) {
