@@ -54,6 +54,7 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
   const int64_t experts = m && m->is_moe() ? m->moe->num_experts : 1;
   const int64_t max_tp = r.max_tp > 0 ? r.max_tp : r.cluster.gpus_per_node;
   const Recompute recomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  const bool fsdp2 = model.workload().framework == Framework::kTorchtitan;
   Layout l;
   l.seq_len = r.seq_len;
   // TP stays inside a node: its degree divides the node's GPUs (and the world).
@@ -77,7 +78,8 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
               // ZeRO-2/3 do not combine with pipeline parallelism (DeepSpeed's PipelineEngine asserts
               // "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"; Megatron's distributed
               // optimizer is ZeRO-1).
-              for (int zero = 0; zero <= (dp == 1 ? 0 : pp > 1 ? 1 : 3); ++zero) {
+              // torchtitan shards with FSDP2 whatever the ZeRO stage says (fsdp2.h): one value, 3.
+              for (int zero = fsdp2 ? 3 : 0; zero <= (dp == 1 ? 0 : pp > 1 ? 1 : 3); ++zero) {
                 if (r.zero && *r.zero != zero) continue;
                 for (Recompute rc : recomputes) {
                   if (r.recompute && *r.recompute != rc) continue;
