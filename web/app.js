@@ -197,6 +197,37 @@ Chart.defaults.font.family = getComputedStyle(document.body).fontFamily;
 Chart.defaults.font.size = 11;
 Chart.defaults.maintainAspectRatio = false;
 
+// The GPU's capacity as a dashed horizontal line across the plot, labelled (options.plugins.capacity:
+// {value, label}); a line dataset would vanish on a chart of one bar.
+const capacityLine = {
+  id: 'capacity',
+  afterDatasetsDraw(c, _, opts) {
+    if (!opts || !(opts.value > 0)) return;
+    const y = c.scales.y.getPixelForValue(opts.value);
+    if (!(y >= c.chartArea.top && y <= c.chartArea.bottom)) return;
+    const ctx = c.ctx;
+    ctx.save();
+    ctx.strokeStyle = COLORS.capacity;
+    ctx.setLineDash([6, 4]);
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(c.chartArea.left, y);
+    ctx.lineTo(c.chartArea.right, y);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.font = '11px ' + Chart.defaults.font.family;
+    ctx.textAlign = 'right';
+    const w = ctx.measureText(opts.label).width;
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.85)';
+    ctx.fillRect(c.chartArea.right - w - 8, y - 16, w + 6, 14);
+    ctx.fillStyle = COLORS.capacity;
+    ctx.fillText(opts.label, c.chartArea.right - 5, y - 5);
+    ctx.restore();
+  },
+};
+Chart.register(capacityLine);
+const capacity = j => j.fit ? { value: j.fit.capacity_bytes / GiB, label: `${j.fit.gpu}: ${gib(j.fit.capacity_bytes)} GiB` } : { value: 0 };
+
 function chart(id, config) {
   if (charts[id]) {
     charts[id].data = config.data;
@@ -222,14 +253,13 @@ function stackChart(j, out) {
   if (j.fit) {
     datasets.push({ label: 'allowances', data: stages.map(s => (s.allowance ?? j.fit.allowance_bytes) / GiB),
                     backgroundColor: COLORS.allowances, stack: 'm', order: 2 });
-    datasets.push({ type: 'line', label: `${j.fit.gpu} capacity`, data: stages.map(() => j.fit.capacity_bytes / GiB),
-                    borderColor: COLORS.capacity, borderDash: [6, 4], pointRadius: 0, borderWidth: 2, order: 1 });
   }
   $('#stage-caption').textContent = stages.length > 1 ? ` by pipeline stage (GiB)` : ' (GiB)';
   chart('chart-stack', {
     type: 'bar', data: { labels, datasets: datasets.filter(d => d.type === 'line' || d.data.some(x => x > 0)) },
-    options: { scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: 'GiB' }, ticks: gibTicks } },
-               plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } } } },
+    options: { scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: 'GiB' }, ticks: gibTicks,
+                                                   suggestedMax: j.fit ? 1.08 * j.fit.capacity_bytes / GiB : undefined } },
+               plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } }, capacity: capacity(j) } },
   });
 }
 
@@ -238,15 +268,13 @@ function sweepChart(id, xs, series, j, current, xname) {
     label: `recompute ${r}`, data: series[r].map(p => p ? p.needed / GiB : null), borderColor: COLORS[r],
     backgroundColor: COLORS[r], pointRadius: xs.map(x => x === current ? 4 : 2), spanGaps: false, borderWidth: 2,
   }));
-  if (j.fit) datasets.push({ label: `${j.fit.gpu} capacity`, data: xs.map(() => j.fit.capacity_bytes / GiB), borderColor: COLORS.capacity,
-                             borderDash: [6, 4], pointRadius: 0, borderWidth: 2 });
   chart(id, {
     type: 'line', data: { labels: xs.map(x => xname === 'seq' ? seqLabel(x) : String(x)), datasets },
     options: {
-      scales: { y: { type: 'logarithmic', title: { display: true, text: j.fit ? 'GiB needed' : 'GiB peak' },
+      scales: { y: { type: 'logarithmic', suggestedMax: j.fit ? 1.5 * j.fit.capacity_bytes / GiB : undefined, title: { display: true, text: j.fit ? 'GiB needed' : 'GiB peak' },
                      ticks: { callback: v => { const l = Math.log10(v); return Math.abs(l - Math.round(l)) < 1e-9 || [2, 5].includes(Math.round(v / 10 ** Math.floor(l))) ? `${v}` : ''; } } },
                 x: { title: { display: true, text: xname === 'seq' ? 'sequence length' : 'micro-batch' } } },
-      plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } } },
+      plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } }, capacity: capacity(j) },
     },
   });
 }
@@ -268,7 +296,7 @@ function renderTrain(out, s) {
   cards += card('Activations', `${gib(m.activations_bytes)} GiB`, `${gib(j.activations.per_layer_bytes)} GiB per layer`);
   cards += card('Weights + grads + optimizer', `${gib(m.static_bytes)} GiB`, `${group(j.params.per_gpu)} params on this GPU`);
   if (j.fit && !j.fit.fits && j.fit.changes && j.fit.changes.length)
-    cards += card('What to change', esc(j.fit.changes[0].flags), j.fit.changes[0].fits ? 'fits' : 'still does not fit');
+    cards += card('What to change', esc(j.fit.changes[0].flags), j.fit.changes[0].fits ? `then it fits; step time ${j.fit.changes[0].time_cost >= 0 ? '+' : ''}${(100 * j.fit.changes[0].time_cost).toFixed(1)}%` : 'still does not fit', 'text');
   $('#train-cards').innerHTML = cards;
 
   stackChart(j, out);
@@ -326,7 +354,7 @@ function renderServe(out, s) {
                          y2: { display: !!j.capacity, type: 'logarithmic', position: 'right', grid: { drawOnChartArea: false },
                                title: { display: true, text: 'concurrent sequences' } },
                          x: { title: { display: true, text: 'context length' } } },
-               plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } } } },
+               plugins: { legend: { position: 'bottom', labels: { boxWidth: 10 } }, capacity: { value: 0 } } },
   });
   const terms = [...m.terms, ...(j.capacity ? j.capacity.terms : [])];
   $('#serve-terms').innerHTML = '<tr><th>term</th><th>formula</th><th>values</th><th class="n">bytes</th><th class="n">GiB</th></tr>' +
