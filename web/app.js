@@ -446,8 +446,14 @@ async function main() {
 
   // Typing recomputes on every keystroke ('input'); a choice or a tick on 'change' (fired once per choice).
   const typed = el => el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && !['checkbox', 'file'].includes(el.type));
-  form.addEventListener('input', e => { if (typed(e.target)) update(); });
-  form.addEventListener('change', e => { if (!typed(e.target) && e.target.type !== 'file') { syncModel(); update(); } });
+  // The planner searches thousands of layouts (~0.1 s): it waits for a pause in the typing.
+  let pending = null;
+  const changed = () => {
+    clearTimeout(pending);
+    if (tab === 'plan') pending = setTimeout(update, 300); else update();
+  };
+  form.addEventListener('input', e => { if (typed(e.target)) changed(); });
+  form.addEventListener('change', e => { if (!typed(e.target) && e.target.type !== 'file') { syncModel(); changed(); } });
   $('#f-upload').addEventListener('change', async e => {
     const file = e.target.files[0];
     if (!file) return;
