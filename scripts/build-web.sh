@@ -11,9 +11,11 @@ start=$(date +%s)
 # on their own: all of /usr/include would put the host's glibc headers in front of emscripten's).
 export NODE_PATH=/usr/share/nodejs
 mkdir -p "$out/deps/include"
-for lib in fmt nlohmann; do
-  rm -rf "$out/deps/include/$lib"
-  cp -r "/usr/include/$lib" "$out/deps/include/$lib"
+for lib in fmt nlohmann; do  # copied with their times (cp -a): a rebuild recompiles only what changed
+  if ! diff -rq "/usr/include/$lib" "$out/deps/include/$lib" >/dev/null 2>&1; then
+    rm -rf "$out/deps/include/$lib"
+    cp -a "/usr/include/$lib" "$out/deps/include/$lib"
+  fi
 done
 emcmake cmake -S web -B "$out/cmake" -DCMAKE_BUILD_TYPE=Release -DACTMEM_WEB_DEPS="$out/deps/include" >/dev/null
 cmake --build "$out/cmake" -j "${ACTMEM_WEB_JOBS:-1}"

@@ -296,12 +296,13 @@ std::string serve_request(const std::string& request) {
   json out{{"ok", true}, {"json", serve_json(*result).dump(2)}};
   if (req.value("sweep", false)) {
     json ctx = json::array(), kv = json::array(), seqs = json::array(), total = json::array();
-    // 1k, 4k, 16k, ... up to the model's context limit (128k when it states none), the limit, and the
-    // request's own context: at most ~8 serve() calls (each ~1.5 ms in the browser for DeepSeek-V3).
+    // 1k, 2k, 4k, ... (×4 past 32k) up to the model's context limit (128k when it states none), the
+    // limit, and the request's own context: at most ~9 serve() calls (~1.5 ms each in the browser for
+    // DeepSeek-V3).
     const int64_t limit = model->max_positions > 0 ? std::min<int64_t>(model->max_positions, int64_t{1} << 20)
                                                    : int64_t{1} << 17;
     std::vector<int64_t> lens;
-    for (int64_t t = 1024; t <= limit; t *= 4) lens.push_back(t);
+    for (int64_t t = 1024; t <= limit; t *= t < 32768 ? 2 : 4) lens.push_back(t);
     if (lens.empty() || lens.back() != limit) lens.push_back(limit);
     if (std::find(lens.begin(), lens.end(), r.context_len) == lens.end()) {
       lens.push_back(r.context_len);

@@ -345,9 +345,10 @@ function renderServe(out, s) {
   }
   $('#serve-cards').innerHTML = cards;
   const sw = out.sweep;
-  const datasets = [{ type: 'bar', label: 'KV cache (GiB)', data: sw.kv_bytes.map(b => b / GiB), backgroundColor: '#76b7b2', yAxisID: 'y' }];
+  const datasets = [{ type: 'bar', label: 'KV cache (GiB)', data: sw.kv_bytes.map(b => b / GiB), backgroundColor: '#9fd0cc',
+                      yAxisID: 'y', order: 2 }];
   if (j.capacity) datasets.push({ type: 'line', label: 'sequences that fit', data: sw.max_sequences, borderColor: '#e15759',
-                                  backgroundColor: '#e15759', yAxisID: 'y2', borderWidth: 2 });
+                                  backgroundColor: '#e15759', yAxisID: 'y2', borderWidth: 2, order: 1 });
   chart('chart-kv', {
     type: 'bar', data: { labels: sw.context_len.map(seqLabel), datasets },
     options: { scales: { y: { type: 'logarithmic', position: 'left', title: { display: true, text: 'GiB KV cache' } },

@@ -4,7 +4,7 @@
 Sets a dozen states through the form (presets, an uploaded config.json, TP/PP/ZeRO, recomputation,
 serving, a planner row), and for each asserts that the JSON the page shows is the CLI's `--json`
 output for the same inputs byte for byte, and that the numbers in its cards and tensor table are the
-JSON's. Feeds a broken config.json and an impossible layout and checks that the CLI's one-line error
+JSON's. Feeds a broken config.json, an impossible layout and an absurd size and checks that the CLI's one-line error
 shows next to the field. Records the time of every recomputation (engine + sweeps, and drawing) and
 fails when the engine takes a frame (16 ms) or more. Screenshots at 1280x800 and 390 px wide go to
 --screenshots.
@@ -272,6 +272,13 @@ def main():
         print(f"ok  error next to TP: {shown[0][1] if shown else None}", flush=True)
         shot(page, args.screenshots, "20-error-tp3")
         page.set("tp", 1)
+        page.set("seq_len", 99999999999)  # absurd: the library's range check, next to the field
+        rc, _, err = cli(actmem, cli_estimate_args(PAGE_MODEL, {"seq_len": 99999999999}))
+        shown = page.error()
+        check(rc == 2 and len(shown) == 1 and "seq_len" in shown[0][0].split() and shown[0][1] == err.strip().removeprefix("actmem: "),
+              f"seq_len 99999999999: the page shows {shown}, the CLI says {err.strip()!r}")
+        print(f"ok  error next to the sequence length: {shown[0][1] if shown else None}", flush=True)
+        page.set("seq_len", 8192)
         with tempfile.TemporaryDirectory() as tmp:
             broken = os.path.join(tmp, "config.json")
             with open(broken, "w") as f:
