@@ -5,6 +5,11 @@ packages=(cmake ninja-build g++ make nlohmann-json3-dev libcli11-dev libfmt-dev 
           python3 python3-torch
           pybind11-dev python3-pybind11 python3-pytest python3-dev python3-setuptools python3-wheel python3-venv)
 [ "${ACTMEM_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)
+# The web page (scripts/build-web.sh) and its browser test (ctest -L web).
+if [ "${ACTMEM_WEB:-0}" = 1 ]; then
+  packages+=(emscripten chromium chromium-driver python3-selenium)
+  command -v npm >/dev/null || packages+=(npm)  # Debian's, unless a Node.js distribution brought its own
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

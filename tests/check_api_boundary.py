@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Front ends (tools/, bench/, fuzz/) use the library only through its public header.
+"""Front ends (tools/, bench/, fuzz/, web/) use the library only through its public header.
 
 Every `#include "..."` in them must be actmem/actmem.h or a header of the front end's own folder;
 library headers (src/...) are the engine's business. Exit 1 naming each offending line."""
@@ -10,8 +10,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 bad = []
 checked = 0
-for top in ("tools", "bench", "fuzz"):
-    for folder, _, files in os.walk(os.path.join(ROOT, top)):
+for top in ("tools", "bench", "fuzz", "web"):
+    for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
+        dirs[:] = [d for d in dirs if d != "node_modules"]
         for name in files:
             if not name.endswith((".cc", ".h", ".cpp")):
                 continue

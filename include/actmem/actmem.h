@@ -104,6 +104,12 @@ struct Totals {
 /// Never allocates (after the first call on a thread) and never throws.
 bool evaluate(const PreparedModel& model, const Layout& layout, Totals& out) noexcept;
 
+/// One pipeline stage's GPU (bytes), as the engine accounted it; the peak stage's equals Totals.
+struct StageTotals {
+  int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0, transient = 0;
+  int64_t total = 0;  // the sum (reserve not included)
+};
+
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.
 struct Report {
   PreparedModel source;              // keeps the model alive for as long as the report
@@ -113,6 +119,7 @@ struct Report {
   Layout layout;
   TrainingEstimate estimate;
   Totals totals;  // the same numbers evaluate() gives
+  std::vector<StageTotals> stages;  // every pipeline stage's GPU, rank 0 first (charts; not in report_json)
 };
 /// Example: explain(prepared, {.seq_len = 4096})->estimate.total().
 Expected<Report> explain(const PreparedModel& model, const Layout& layout);
@@ -131,3 +138,4 @@ std::string render_explain(const Report& report);
 }  // namespace actmem
 
 #include "planner/plan.h"  // the planner: fit verdict, time model, layout search (after the API it builds on)
+#include "planner/plan_json.h"  // fit_json(), plan_json(): the planner's JSON every front end shares

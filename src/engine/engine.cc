@@ -501,6 +501,9 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     }
     const Bytes transient = largest_transient(rank == par.pp - 1);
     const Bytes stage_peak = bytes.total() + stage + transient;
+    if constexpr (Sink::kRecords)
+      sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), stage.count(),
+                             transient.count(), stage_peak.count()});
     if (stage_peak > best_peak) {
       best_peak = stage_peak;
       t.peak_stage = rank;
@@ -567,6 +570,7 @@ Expected<Report> explain(const PreparedModel& model, const Layout& layout) {
   try {
     if (!detail::account(model.impl(), layout, r.totals, reporter, sink)) return reporter.error;
     r.estimate = detail::describe(model.impl(), layout, r.totals, sink);
+    r.stages = std::move(sink.stages);
   } catch (const OverflowError&) {
     return Error{ErrorKind::kOverflow, "seq_len",
                  model.model() ? "activation sizes overflow 64 bits (size arithmetic overflowed int64); check @seq_len "

@@ -81,6 +81,7 @@ struct RecordingSink {
   int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
   Fsdp2Transient fsdp2;             // framework torchtitan: FSDP2's unsharded parameters and gradients
   StageParams stage;               // the peak stage's parameters
+  std::vector<StageTotals> stages;  // every stage's GPU (Report::stages)
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;
 };

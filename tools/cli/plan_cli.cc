@@ -24,29 +24,6 @@ Expected<Bytes> size_flag(const char* flag, const std::string& text, Bytes fallb
   return *b;
 }
 
-/// The global batch an estimate's layout implies: dp · b · micro-batches (the schedule's default,
-/// pp, when --num-micro-batches is not given).
-int64_t implied_global_batch(const Layout& l) {
-  const auto& p = l.parallel;
-  return p.dp * l.micro_batch * (p.num_micro_batches > 0 ? p.num_micro_batches : p.pp);
-}
-
-nlohmann::json fit_json(const FitVerdict& v, const Machine& m) {
-  return {{"gpu", m.gpu_name},
-          {"capacity_bytes", v.capacity.count()},
-          {"allowance_bytes", v.allowance.count()},
-          {"allowances",
-           {{"cuda_context_bytes", v.cuda_context.count()},
-            {"nccl_bytes", v.nccl.count()},
-            {"nccl_groups", v.nccl_groups},
-            {"fragmentation_bytes", v.fragmentation.count()},
-            {"fragmentation_fraction", m.allowances.fragmentation}}},
-          {"needed_bytes", v.needed.count()},
-          {"headroom_bytes", v.headroom.count()},
-          {"fits", v.fits},
-          {"overflow_stage", v.overflow_stage < 0 ? nlohmann::json(nullptr) : nlohmann::json(v.overflow_stage)}};
-}
-
 std::string render_fit(const Totals& t, const FitVerdict& v, const Machine& m, int64_t pp) {
   TextTable table;
   const auto row = [&](std::string label, Bytes b, std::string note) {
@@ -85,17 +62,6 @@ std::string render_changes(const std::vector<Change>& changes, bool has_speeds) 
                    {has_speeds ? fmt::format("{:+.1f}% step time", 100 * c.time_cost) : std::string("time n/a"), true},
                    {c.fits ? "fits" : fmt::format("still needs {} GiB", gib(c.needed))}});
   return out + table.render();
-}
-
-nlohmann::json changes_json(const std::vector<Change>& changes) {
-  auto arr = nlohmann::json::array();
-  for (const auto& c : changes)
-    arr.push_back({{"flags", c.flags},
-                   {"saved_bytes", c.saved.count()},
-                   {"needed_bytes", c.needed.count()},
-                   {"time_cost", c.time_cost},
-                   {"fits", c.fits}});
-  return arr;
 }
 
 }  // namespace
@@ -168,18 +134,17 @@ int print_with_fit(const PreparedModel& model, const Report& report, const FitFl
                    const std::string& rendered) {
   auto machine = to_machine(f);
   if (!machine) return report_error(machine.error());
+  if (json) {
+    auto j = report_json(report);
+    add_fit_json(j, model, report, machine->gpu_name, machine->capacity, machine->allowances, machine->cluster);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
   const FitVerdict v = check_fit(report.totals, report.layout.parallel, machine->capacity, machine->allowances);
   std::vector<Change> changes;
   if (!v.fits)
     changes = what_to_change(model, report.layout, implied_global_batch(report.layout), machine->capacity,
                              machine->allowances, machine->cluster);
-  if (json) {
-    auto j = report_json(report);
-    j["fit"] = fit_json(v, *machine);
-    if (!v.fits) j["fit"]["changes"] = changes_json(changes);
-    fmt::print("{}\n", j.dump(2));
-    return 0;
-  }
   fmt::print("{}{}", rendered, render_fit(report.totals, v, *machine, report.layout.parallel.pp));
   // A --params model has no FLOPs: no step time to compare.
   if (!v.fits) fmt::print("{}", render_changes(changes, machine->has_speeds && model.model() != nullptr));
@@ -266,44 +231,6 @@ std::string layout_summary(const Layout& l) {
   return s;
 }
 
-nlohmann::json time_terms_json(const PlannedLayout& pl, const Cluster& c) {
-  auto arr = nlohmann::json::array();
-  for (const auto& term : explain_step_time(pl.time, pl.layout, c))
-    arr.push_back({{"label", term.label}, {"formula", term.formula}, {"values", term.values}, {"seconds", term.seconds}});
-  return arr;
-}
-
-/// `flags`: the `actmem estimate` arguments (without the command) that reproduce the row.
-nlohmann::json layout_json(const PlannedLayout& pl, const std::string& prefix, const Cluster& c) {
-  const Layout& l = pl.layout;
-  const auto& p = l.parallel;
-  return {{"flags", prefix + " " + layout_flags(l)},
-          {"peak_bytes", pl.totals.total},
-          {"needed_bytes", pl.fit.needed.count()},
-          {"headroom_bytes", pl.fit.headroom.count()},
-          {"step_time_s", pl.time.total},
-          {"tokens_per_s_per_gpu", pl.time.tokens_per_s_per_gpu},
-          {"mfu", pl.time.mfu},
-          {"tflops_per_gpu", pl.time.tflops_per_gpu},
-          {"dominant_memory", dominant_memory(pl.totals)},
-          {"tp", p.tp},
-          {"sp", p.sp},
-          {"pp", p.pp},
-          {"vpp", p.vpp},
-          {"cp", p.cp},
-          {"ep", p.ep},
-          {"dp", p.dp},
-          {"zero", l.zero_stage},
-          {"recompute", std::string(kRecomputeNames.name(l.recompute))},
-          {"offload_optimizer", l.offload_optimizer},
-          {"micro_batch", l.micro_batch},
-          {"num_micro_batches", p.num_micro_batches},
-          {"first_stage_layers", p.first_stage_layers},
-          {"last_stage_layers", p.last_stage_layers},
-          {"recompute_layers", l.recompute_layers},
-          {"time_terms", time_terms_json(pl, c)}};
-}
-
 std::string render_time(const PlannedLayout& pl, const Cluster& c) {
   std::string out;
   for (const auto& term : explain_step_time(pl.time, pl.layout, c))
@@ -339,7 +266,7 @@ int run_from(const PlanFlags& f) {
   const int64_t layers = fewest_recomputed_layers(args->model, l, machine->capacity, machine->allowances);
   if (f.json) {
     nlohmann::json j;
-    j["fit"] = fit_json(v, *machine);
+    j["fit"] = fit_json(v, machine->gpu_name, machine->allowances);
     j["changes"] = changes_json(changes);
     j["solvers"] = {{"largest_micro_batch", mb},
                     {"global_batch", batch},
@@ -432,32 +359,7 @@ int run_plan(const PlanFlags& f) {
                       : std::string(),
                   result->search_ms);
   if (f.json) {
-    nlohmann::json j;
-    auto layouts = nlohmann::json::array();
-    for (const auto& pl : result->best) {
-      auto row = layout_json(pl, workload_flags(f), req.cluster);
-      row["flags"] = row["flags"].get<std::string>() + suffix;
-      layouts.push_back(std::move(row));
-    }
-    j["plan"] = {{"model", f.model},
-                 {"gpus", f.gpus},
-                 {"gpus_per_node", req.cluster.gpus_per_node},
-                 {"gpu", machine->gpu_name},
-                 {"capacity_bytes", req.capacity.count()},
-                 {"seq_len", f.seq_len},
-                 {"global_batch", batch},
-                 {"searched", result->searched},
-                 {"refined", result->refined},
-                 {"valid", result->valid},
-                 {"fitting", result->fitting},
-                 {"search_ms", result->search_ms},
-                 {"layouts", layouts}};
-    if (result->closest) {
-      auto row = layout_json(*result->closest, workload_flags(f), req.cluster);
-      row["flags"] = row["flags"].get<std::string>() + suffix;
-      j["plan"]["closest"] = row;
-    }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", plan_json(*result, req, f.model, machine->gpu_name, workload_flags(f), suffix).dump(2));
     return result->fitting > 0 ? 0 : 2;
   }
   if (result->fitting == 0) {
