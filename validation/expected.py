@@ -19,6 +19,8 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig, index=None):
     t = []
     if run.recompute == "full":
         return [("layer input (checkpoint)", "e·T·h", e * T * h)]
+    if hf and cfg.family in FAMILIES_ISSUE_8:
+        return _terms_layer_issue_8(cfg, run)
 
     def norm(label, feeds_linear=True, input_saved_already=False):
         if traits.norm == "layer" or (not hf and gpt):
@@ -51,7 +53,15 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig, index=None):
     elif hf and traits.qkv == "mla":
         _mla_terms(t, cfg, run)
     elif hf:
-        if traits.qk_norm:
+        if traits.qk_norm and traits.norm == "gemma_rms":  # Gemma 3: Gemma3RMSNorm over head_dim
+            for name, heads, sym in (("q_norm", a, "a"), ("k_norm", kv, "kv")):
+                t.extend([
+                    (f"{name} fp32 input (copy if e=2, the projection output if e=4)", f"4·T·{sym}·d", 4 * T * heads * d),
+                    (f"{name} rsqrt fp32", f"4·T·{sym}", 4 * T * heads),
+                    (f"{name} normalized x fp32 (kept by (1 + w)·x)", f"4·T·{sym}·d", 4 * T * heads * d),
+                    (f"{name} (1 + w) fp32 vector", "4·d", 4 * d),
+                ])  # fmt: skip
+        elif traits.qk_norm:
             for name, heads, sym in (("q_norm", a, "a"), ("k_norm", kv, "kv")):
                 t.extend([
                     (f"{name} fp32 input (copy if e=2, the projection output if e=4)", f"4·T·{sym}·d", 4 * T * heads * d),
@@ -161,7 +171,7 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     gpt, hf = cfg.family == "gpt2", run.framework == "hf"
     traits = cfg.traits if hf else models.FAMILY_TRAITS["gpt2" if gpt else "llama"]
     t = [("input ids int64 (embedding)", "8·T", 8 * T)]
-    if gpt:
+    if gpt or (hf and traits.learned_positions):
         t.append(("position ids int64", "8·s" if hf else "8·T", 8 * s if hf else 8 * T))
     if run.hidden_dropout > 0 and (not hf or traits.embedding_dropout):
         t.append(("embedding dropout bool mask", "T·h", T * h))
@@ -171,10 +181,14 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
         sym = "dr" if traits.qkv == "mla" else "d" if rot == d else "d_rot"
         kept = "kept by every checkpoint (position_embeddings)" if full else "saved by the RoPE muls"
         t.append((f"RoPE cos + sin (shared by all layers, {kept})", f"2·e·s·{sym}", 2 * e * s * rot))
-    if hf and full and not gpt:  # GPT-2: the same storage is wpe's saved position ids (above)
+        if _two_window_kinds(cfg):
+            t.append((f"Gemma 3 local RoPE cos + sin (the sliding layers', {kept})", f"2·e·s·{sym}", 2 * e * s * rot))
+    if hf and full and not traits.learned_positions:  # GPT-2: the same storage is wpe's saved position ids
         t.append(("cache_position int64 (position_ids is a view), kept by every checkpoint", "8·s", 8 * s))
     if hf and full and run.attention == "eager":
         t.append(("eager causal mask (b, 1, s, s) act dtype, kept by every checkpoint", "e·b·s²", e * b * s * s))
+        if _two_window_kinds(cfg):
+            t.append(("Gemma 3 sliding-window eager mask (b, 1, s, s), kept by the sliding layers' checkpoints", "e·b·s²", e * b * s * s))
     if not hf and full and not gpt:
         t.append(("rotary_pos_emb fp32 (s, 1, 1, d), a positional checkpoint input", "4·s·d", 4 * s * d))
     if traits.norm == "layer":
@@ -184,6 +198,8 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
         if traits.norm == "gemma_rms":
             t.extend([("final Gemma RMSNorm normalized x fp32", "4·T·h", 4 * T * h),
                       ("final Gemma RMSNorm (1 + w) fp32", "4·h", 4 * h)])  # fmt: skip
+        elif traits.norm == "olmo2_rms":
+            t.append(("final Olmo2 RMSNorm normalized x fp32 (kept by weight·x)", "4·T·h", 4 * T * h))
         else:
             t.append(("final RMSNorm normalized x", "e·T·h", e * T * h))
     else:
@@ -200,6 +216,112 @@ def _terms_outside(cfg: models.ModelConfig, run: models.RunConfig):
     t.extend([(label, "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])
     if not hf:
         t.append(("CE target_mask bool (vocab-parallel CE, also at t = 1)", "T", T))
+    return t
+
+
+def _two_window_kinds(cfg):
+    sliding = [cfg.is_sliding(i) for i in range(cfg.layers)]
+    return any(sliding) and not all(sliding)
+
+
+FAMILIES_ISSUE_8 = ("gpt_bigcode", "phi", "olmo2", "falcon")
+
+
+def _terms_layer_issue_8(cfg: models.ModelConfig, run: models.RunConfig):
+    """A layer of GPTBigCode, Phi and OLMo 2 (hf, recompute none): EXPECTED.md, "Families for
+    fine-tuning"."""
+    s, b, h, a, kv, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    ph, pa, eager = run.hidden_dropout > 0, run.attention_dropout > 0, run.attention == "eager"
+    fam = cfg.family
+    t = []
+
+    def layer_norm(label):
+        t.extend([(f"{label} LayerNorm input", "e·T·h", e * T * h), (f"{label} fp32 mean+rstd", "8·T", 8 * T),
+                  (f"{label} output = next linear input", "e·T·h", e * T * h)])  # fmt: skip
+
+    def olmo2_norm(label, rows_sym, width, width_sym):
+        t.extend([
+            (f"{label} fp32 x (copy if e=2, x itself if e=4)", f"4·T·{width_sym}", 4 * T * width),
+            (f"{label} rsqrt fp32 (one per token)", "4·T", 4 * T),
+            (f"{label} normalized x fp32 (kept by weight·x)", f"4·T·{width_sym}", 4 * T * width),
+        ])  # fmt: skip
+
+    if fam == "falcon":
+        return _falcon_terms(cfg, run)
+    if fam == "olmo2":
+        t.append(("layer input = q/k/v projection input (no input norm)", "e·T·h", e * T * h))
+        olmo2_norm("q_norm (whole projection)", "T", a * d, "a·d")
+        olmo2_norm("k_norm (whole projection)", "T", kv * d, "kv·d")
+    else:
+        layer_norm("input_layernorm" if fam == "phi" else "ln_1")
+    if fam == "gpt_bigcode":
+        if eager:
+            t.append(("q, k, v: matmul's copies (k, v broadcast to a heads under multi_query)", "3·e·T·a·d", 3 * e * T * a * d))
+        else:
+            t.append(("c_attn output (q, k, v are views of it)", "e·T·(a+2kv)·d", e * T * (a + 2 * kv) * d))
+    else:
+        t.append(("q after RoPE", "e·T·a·d", e * T * a * d))
+        if eager:
+            t.append(("k (repeat_kv copy, or RoPE output if a=kv)", "e·T·a·d", e * T * a * d))
+            t.append(("v (repeat_kv copy, or matmul's copy if a=kv)", "e·T·a·d", e * T * a * d))
+        else:
+            t.append(("k after RoPE (kv heads)", "e·T·kv·d", e * T * kv * d))
+            t.append(("v = v_proj output (kv heads)", "e·T·kv·d", e * T * kv * d))
+    if eager:
+        t.append(("softmax output fp32", "4·b·a·s²", 4 * b * a * s * s))
+        if not pa and e == 2:
+            t.append(("probabilities cast to act dtype", "e·b·a·s²", e * b * a * s * s))
+        if pa:
+            t.append(("attention dropout bool mask", "b·a·s²", b * a * s * s))
+            t.append(("attention dropout output", "e·b·a·s²", e * b * a * s * s))
+    else:
+        t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    t.append(("attention output = o_proj / dense / c_proj input", "e·T·a·d", e * T * a * d))
+    if ph and fam != "olmo2":
+        t.append(("resid dropout bool mask (after the attention projection)", "T·h", T * h))
+    if fam == "gpt_bigcode":
+        layer_norm("ln_2")
+        t.append(("gelu_pytorch_tanh input (c_fc output), c_proj input", "2·e·T·f", 2 * e * T * f))
+    elif fam == "phi":
+        t.append(("gelu_new: x, tanh, 0.5·x, 1+tanh, fc2 input (fc1 reads input_layernorm's output)", "5·e·T·f", 5 * e * T * f))
+    else:
+        olmo2_norm("post_attention_layernorm", "T", h, "h")
+        t.append(("residual after attention = gate/up input", "e·T·h", e * T * h))
+        t.append(("SwiGLU: silu input, silu output, up output, down input", "4·e·T·f", 4 * e * T * f))
+        olmo2_norm("post_feedforward_layernorm", "T", h, "h")
+    if ph and fam != "olmo2":
+        t.append(("resid dropout bool mask (after the MLP)", "T·h", T * h))
+    return t
+
+
+def _falcon_terms(cfg, run):
+    """FalconDecoderLayer, parallel block, no alibi (EXPECTED.md, "Families for fine-tuning")."""
+    s, b, h, a, kv, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    norms = 2 if cfg.new_arch and cfg.num_ln == 2 else 1
+    t = [("LayerNorm input = the layer input (both norms read it)", "e·T·h", e * T * h)]
+    t += [(f"LayerNorm {i + 1} fp32 mean+rstd", "8·T", 8 * T) for i in range(norms)]
+    t += [(f"LayerNorm {i + 1} output (query_key_value / dense_h_to_4h input)", "e·T·h", e * T * h) for i in range(norms)]
+    if cfg.new_arch or kv == 1:
+        t.append(("index tensors of qkv[..., [-2]] and [..., [-1]] (int64, one element each)", "16", 16))
+    t.append(("q after RoPE", "e·T·a·d", e * T * a * d))
+    if run.attention == "eager":
+        t.append(("k: matmul's broadcast copy (multi_query) or RoPE output at a heads", "e·T·a·d", e * T * a * d))
+        t.append(("v: matmul's broadcast copy (multi_query) or the transpose-reshape copy", "e·T·a·d", e * T * a * d))
+        t.append(("softmax output in the activation dtype (no attention dropout)", "e·b·a·s²", e * b * a * s * s))
+    elif kv == 1 and not cfg.new_arch:
+        t.append(("k after RoPE (one head)", "e·T·d", e * T * d))
+        t.append(("v: the copy made by the list index [..., [-1], :] (one head)", "e·T·d", e * T * d))
+        t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    else:
+        t.append(("k after RoPE (a heads)", "e·T·a·d", e * T * a * d))
+        t.append(("v: the transpose-reshape copy (a heads)", "e·T·a·d", e * T * a * d))
+        t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    t.append(("attention output = dense input", "e·T·a·d", e * T * a * d))
+    t.append(("exact gelu input (dense_h_to_4h output), dense_4h_to_h input", "2·e·T·f", 2 * e * T * f))
+    if run.hidden_dropout > 0:
+        t.append(("dropout_add bool mask on mlp_output + attention_output", "T·h", T * h))
     return t
 
 

@@ -109,6 +109,15 @@ class ModelConfig:
     qk_rope_dim: int = 0
     v_head_dim: int = 0
     rope_interleave: bool = True
+    o_bias: bool = False  # phi: `dense` has a bias (the separate q/k/v take attention_bias)
+    lm_head_bias: bool = False  # phi: PhiForCausalLM's lm_head has a bias
+    new_arch: bool = False  # falcon new_decoder_architecture (kv = num_kv_heads; else multi_query kv = 1 or MHA)
+    num_ln: int = 2  # falcon num_ln_in_parallel_attn (new architecture)
+    sliding_pattern: int = 0  # gemma3_text sliding_window_pattern: layer i slides unless (i + 1) % pattern == 0
+    sliding_window: int = 0  # gemma3_text sliding_window (the eager sliding mask)
+
+    def is_sliding(self, i):
+        return bool(self.sliding_pattern) and (i + 1) % self.sliding_pattern != 0
 
     def is_moe_layer(self, i):
         """Which layers hold routed experts, as each HF decoder layer decides."""
@@ -144,11 +153,39 @@ class FamilyTraits:
     # (+ shared expert scaled by sigmoid(shared_expert_gate(x))) | deepseek (fp32 router on
     # sigmoid scores, group-limited top-k, fp32 combine, shared experts)
     moe: str = ""
+    # layer wiring: "" (pre-norm, sequential residual) | phi (one input_layernorm read by attention
+    # and the MLP, parallel residual) | olmo2 (no input norms; norms on the attention and MLP outputs)
+    layer: str = ""
+    qk_norm_full: bool = False  # olmo2: q_norm / k_norm over the whole projection, before the head split
+    learned_positions: bool = False  # gpt2, gpt_bigcode: wpe
+    qk_norm_after_transpose: bool = False  # gemma3: q_norm / k_norm (Gemma RMSNorm) on the (b, heads, s, d) tensors
 
 
 FAMILY_TRAITS = {
     "gpt2": FamilyTraits(norm="layer", qkv="gpt2", mlp="gelu_new", rope=False, hidden_dropout=True,
-                         embedding_dropout=True, softmax_fp32=False),
+                         embedding_dropout=True, softmax_fp32=False, learned_positions=True),
+    # modeling_gpt_bigcode.py (4.5x attention interface): one c_attn of (a + 2·kv)·d outputs; MQA
+    # `c_attn(x).unsqueeze(1).split((h, kv·d, kv·d), dim=3)` (k, v: (b, 1, s, d) views broadcast by
+    # matmul), MHA per-head [q | k | v] (`view(b, s, a, 3d).transpose(1, 2).split(3 * [d])`);
+    # eager_attention_forward (fp32 softmax); GPT2-style block, MLP gelu_pytorch_tanh with biases
+    "gpt_bigcode": FamilyTraits(norm="layer", qkv="bigcode", mlp="gelu_tanh", rope=False, hidden_dropout=True,
+                                embedding_dropout=True, learned_positions=True),
+    # modeling_phi.py: PhiAttention (q/k/v/dense with biases, partial rotary), PhiMLP fc1 -> gelu_new
+    # -> fc2 (biases), PhiDecoderLayer: attn and MLP on one input_layernorm output, each through
+    # resid_dropout, summed with the residual; PhiModel embed_dropout; LayerNorm final_layernorm
+    "phi": FamilyTraits(norm="layer", mlp="gelu_new", hidden_dropout=True, embedding_dropout=True, layer="phi"),
+    # modeling_olmo2.py: Olmo2RMSNorm multiplies the weight in fp32; q_norm / k_norm on the q_proj /
+    # k_proj outputs (full width) before view and RoPE; Olmo2DecoderLayer post-norms only
+    "olmo2": FamilyTraits(norm="olmo2_rms", qk_norm=True, qk_norm_full=True, layer="olmo2"),
+    # modeling_falcon.py (4.5x): FalconAttention._split_heads, RoPE, eager softmax in the activation
+    # dtype without attention dropout, FalconFlashAttention2; FalconDecoderLayer parallel block
+    # (`mlp_output += attention_output`, one dropout_add); FalconMLP exact gelu; no embedding dropout
+    # modeling_gemma3.py (Gemma3ForCausalLM, text): Gemma 2's layer without softcapping, q_norm /
+    # k_norm (Gemma3RMSNorm, (1 + w) in fp32) after the head transpose, local RoPE tables and a
+    # sliding eager mask for the sliding layers (Gemma3TextModel: both position embeddings to every layer)
+    "gemma3_text": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True, sandwich=True, qk_norm=True,
+                                qk_norm_after_transpose=True),
+    "falcon": FamilyTraits(norm="layer", qkv="falcon", mlp="gelu", softmax_fp32=False, layer="falcon"),
     "llama": FamilyTraits(),
     "qwen2": FamilyTraits(),
     "mixtral": FamilyTraits(moe="mixtral"),
@@ -241,6 +278,17 @@ def hf_gemma_rms_norm(x, weight, eps):
     return out.type_as(x)
 
 
+def hf_olmo2_rms_norm(x, weight, eps):
+    """Olmo2RMSNorm.forward: `(self.weight * x_normalized).to(input_dtype)` with x_normalized in
+    fp32. Saves: fp32 x (pow; a copy for bf16, x itself for fp32), fp32 rsqrt (s·b), and for the
+    weight multiply the fp32 normalized x (the weight is a parameter)."""
+    input_dtype = x.dtype
+    x = x.to(torch.float32)
+    variance = ops.MeanLastDim.apply(x.pow(2))
+    x = x * torch.rsqrt(variance + eps)
+    return (weight * x).to(input_dtype)
+
+
 def hf_gelu_new(x):
     """transformers NewGELUActivation as its Python formula. Saves x (pow), tanh's output,
     0.5*x and (1 + tanh) (the final mul saves both operands)."""
@@ -295,15 +343,27 @@ class HFAttention(nn.Module):
         elif qkv == "neox":
             self.query_key_value = _linear(h, 3 * h, cfg.attention_bias)  # per head [q | k | v]
             self.o_proj = _linear(h, h, cfg.attention_bias)  # `dense`
+        elif qkv == "falcon":
+            assert cfg.new_arch or kv in (1, a)
+            self.c_attn = _linear(h, (a + 2 * kv) * d, cfg.attention_bias)  # query_key_value
+            self.o_proj = _linear(h, h, cfg.attention_bias)  # dense
+        elif qkv == "bigcode":
+            assert kv in (1, a), "GPTBigCode: multi_query (kv = 1) or MHA"
+            self.c_attn = _linear(h, (a + 2 * kv) * d, True)
+            self.o_proj = _linear(h, h, True)  # c_proj
         else:
             bias = cfg.attention_bias
             self.q_proj = _linear(h, a * d, bias)
             self.k_proj = _linear(h, kv * d, bias)
             self.v_proj = _linear(h, kv * d, bias)
-            self.o_proj = _linear(a * d, h, False)
-        if cfg.traits.qk_norm:
-            self.q_norm_w = nn.Parameter(torch.ones(d))
-            self.k_norm_w = nn.Parameter(torch.ones(d))
+            self.o_proj = _linear(a * d, h, cfg.o_bias)
+        if cfg.traits.qk_norm_full:
+            self.q_norm_w = nn.Parameter(torch.ones(a * d))
+            self.k_norm_w = nn.Parameter(torch.ones(kv * d))
+        elif cfg.traits.qk_norm:
+            init = torch.zeros if cfg.traits.norm == "gemma_rms" else torch.ones
+            self.q_norm_w = nn.Parameter(init(d))
+            self.k_norm_w = nn.Parameter(init(d))
 
     def forward(self, x, rope, mask):
         cfg, run = self.cfg, self.run
@@ -322,10 +382,26 @@ class HFAttention(nn.Module):
             # GPTNeoXAttention: view (b, s, a, 3d), transpose, chunk: per-head interleaved layout
             fused = self.query_key_value(x).view(b, s, a, 3 * d).transpose(1, 2)
             q, k, v = fused.chunk(3, dim=-1)
+        elif qkv == "falcon":
+            return self._falcon(x, rope, mask)
+        elif qkv == "bigcode" and kv == 1:
+            # GPTBigCodeAttention, multi_query: k and v are (b, 1, s, d) views, one head for all
+            q, k, v = self.c_attn(x).unsqueeze(1).split((a * d, d, d), dim=3)
+            q = q.view(b, s, a, d).transpose(1, 2)
+        elif qkv == "bigcode":
+            q, k, v = self.c_attn(x).view(b, s, a, 3 * d).transpose(1, 2).split(3 * [d], dim=3)
+        elif cfg.traits.qk_norm_full:
+            # Olmo2Attention: q_norm(q_proj(x)), k_norm(k_proj(x)) over the whole projection
+            q = hf_norm(cfg, self.q_proj(x), self.q_norm_w).view(b, s, a, d).transpose(1, 2)
+            k = hf_norm(cfg, self.k_proj(x), self.k_norm_w).view(b, s, kv, d).transpose(1, 2)
+            v = self.v_proj(x).view(b, s, kv, d).transpose(1, 2)
         else:
             q = self.q_proj(x).view(b, s, a, d)
             k = self.k_proj(x).view(b, s, kv, d)
-            if cfg.traits.qk_norm:  # Qwen3: RMSNorm over head_dim on the (b, s, heads, d) view
+            if cfg.traits.qk_norm_after_transpose:  # Gemma3Attention: view, transpose, then q_norm / k_norm
+                q = hf_norm(cfg, q.transpose(1, 2), self.q_norm_w).transpose(1, 2)
+                k = hf_norm(cfg, k.transpose(1, 2), self.k_norm_w).transpose(1, 2)
+            elif cfg.traits.qk_norm:  # Qwen3: RMSNorm over head_dim on the (b, s, heads, d) view
                 q = hf_rms_norm(q, self.q_norm_w, cfg.eps)
                 k = hf_rms_norm(k, self.k_norm_w, cfg.eps)
             q, k = q.transpose(1, 2), k.transpose(1, 2)
@@ -342,13 +418,49 @@ class HFAttention(nn.Module):
             out = ops.FlashAttentionFn.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bshd")
         out = out.reshape(b, s, a * d)
         out = self.o_proj(out)
-        if cfg.family == "gpt2":
+        if cfg.family in ("gpt2", "gpt_bigcode"):
             out = ops.dropout(out, run.hidden_dropout)  # resid_dropout
         return out
 
+    def _falcon(self, x, rope, mask):
+        """FalconAttention / FalconFlashAttention2.forward without alibi."""
+        cfg, run = self.cfg, self.run
+        b, s, _ = x.shape
+        a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
+        fused = self.c_attn(x)
+        if cfg.new_arch:  # _split_heads: per KV group [q ... q | k | v]; k, v broadcast and flattened (copies)
+            qkv = fused.view(b, s, kv, a // kv + 2, d)
+            q, k, v = qkv[:, :, :, :-2], qkv[:, :, :, [-2]], qkv[:, :, :, [-1]]
+            k, v = torch.broadcast_to(k, q.shape), torch.broadcast_to(v, q.shape)
+            q, k, v = (t.flatten(2, 3) for t in (q, k, v))
+            kvh = a
+        elif kv == 1:  # multi_query: [q heads | k | v]; list indexing copies k and v (index keeps its int64 index)
+            f = fused.view(b, s, a + 2, d)
+            q, k, v = f[..., :-2, :], f[..., [-2], :], f[..., [-1], :]
+            kvh = 1
+        else:
+            f = fused.view(b, s, a, 3, d)
+            q, k, v = f[..., 0, :], f[..., 1, :], f[..., 2, :]
+            kvh = a
+        q = q.transpose(1, 2).reshape(b, a, s, d)
+        k = k.transpose(1, 2).reshape(b, kvh, s, d)
+        v = v.transpose(1, 2).reshape(b, kvh, s, d)
+        cos, sin = (t.unsqueeze(1) for t in rope)
+        q, k = hf_apply_rope(q, cos, sin), hf_apply_rope(k, cos, sin)
+        if run.attention == "eager":
+            scores = q @ k.transpose(-1, -2)  # multi_query: matmul broadcasts k over the heads (a copy)
+            scores /= math.sqrt(d)
+            probs = F.softmax(scores + mask, dim=-1, dtype=x.dtype)  # no attention dropout here
+            out = (probs @ v).view(b, a, s, d).permute(0, 2, 1, 3).reshape(b, s, a * d)
+        else:  # FalconFlashAttention2: (b, s, heads, d) views to the kernel
+            out = ops.FlashAttentionFn.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bshd")
+            out = out.reshape(b, s, a * d)
+        return self.o_proj(out)
+
     def _eager(self, q, k, v, mask):
         cfg, run = self.cfg, self.run
-        groups = cfg.heads // cfg.kv_heads
+        # GPTBigCode has no repeat_kv: matmul broadcasts the (b, 1, s, d) k and v over the heads
+        groups = 1 if cfg.traits.qkv == "bigcode" else cfg.heads // cfg.kv_heads
         k = hf_repeat_kv(k, groups)
         v = hf_repeat_kv(v, groups)
         scaling = (cfg.query_pre_attn_scalar or cfg.head_dim) ** -0.5
@@ -437,7 +549,7 @@ class HFMLP(nn.Module):
         self.cfg, self.run = cfg, run
         h, f = cfg.hidden, cfg.ffn
         kind = cfg.traits.mlp
-        if kind in ("gelu_new", "gelu"):
+        if kind in ("gelu_new", "gelu", "gelu_tanh"):
             self.c_fc = _linear(h, f, True)  # GPT-2 c_fc / GPT-NeoX dense_h_to_4h
             self.c_proj = _linear(f, h, True)
         elif kind == "phi3":
@@ -450,8 +562,11 @@ class HFMLP(nn.Module):
 
     def forward(self, x):
         kind = self.cfg.traits.mlp
-        if kind == "gelu_new":
-            return ops.dropout(self.c_proj(hf_gelu_new(self.c_fc(x))), self.run.hidden_dropout)
+        if kind == "gelu_new":  # GPT2MLP drops its output; Phi's decoder layer drops it (resid_dropout)
+            out = self.c_proj(hf_gelu_new(self.c_fc(x)))
+            return ops.dropout(out, self.run.hidden_dropout) if self.cfg.family == "gpt2" else out
+        if kind == "gelu_tanh":  # GPTBigCodeMLP: gelu_pytorch_tanh (one op, saves its input), dropout
+            return ops.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")), self.run.hidden_dropout)
         if kind == "gelu":  # GPT-NeoX: exact GeLU saves its input; the dropout is the layer's
             return self.c_proj(F.gelu(self.c_fc(x)))
         if kind == "phi3":
@@ -595,6 +710,20 @@ class HFLayer(nn.Module):
                 return mlp + attn + x
             attn = attn + x
             return ops.dropout(self.mlp(self.norm(attn, 1)), run.hidden_dropout) + attn
+        if cfg.traits.layer == "phi":  # PhiDecoderLayer: one norm, parallel branches, resid_dropout on each
+            n = self.norm(x, 0)
+            attn = ops.dropout(self.attn(n, rope, mask), run.hidden_dropout)
+            return attn + ops.dropout(self.mlp(n), run.hidden_dropout) + x
+        if cfg.traits.layer == "falcon":  # FalconDecoderLayer, parallel block (7B: one norm; new arch: ln_attn, ln_mlp)
+            an = self.norm(x, 0)
+            mn = self.norm(x, 1) if cfg.new_arch and cfg.num_ln == 2 else an
+            attn = self.attn(an, rope, mask)
+            mlp = self.mlp(mn)
+            mlp += attn
+            return x + ops.dropout(mlp, run.hidden_dropout)  # dropout_add(mlp_output, residual, hidden_dropout)
+        if cfg.traits.layer == "olmo2":  # Olmo2DecoderLayer: post_attention / post_feedforward norms only
+            x = x + self.norm(self.attn(x, rope, mask), 0)
+            return x + self.norm(self.mlp(x), 1)
         if cfg.traits.sandwich:  # Gemma2DecoderLayer
             x = x + self.norm(self.attn(self.norm(x, 0), rope, mask), 1)
             return x + self.norm(self.mlp(self.norm(x, 2)), 3)
@@ -615,6 +744,8 @@ def hf_norm(cfg, x, weight, bias=None):
         return ops.LayerNormFn.apply(x, weight, bias, cfg.eps)
     if kind == "gemma_rms":
         return hf_gemma_rms_norm(x, weight, cfg.eps)
+    if kind == "olmo2_rms":
+        return hf_olmo2_rms_norm(x, weight, cfg.eps)
     return hf_rms_norm(x, weight, cfg.eps)
 
 
@@ -623,14 +754,14 @@ class HFModel(nn.Module):
         super().__init__()
         self.cfg, self.run = cfg, run
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
-        if cfg.family == "gpt2":
+        if cfg.traits.learned_positions:
             self.pos_embed = nn.Embedding(cfg.max_positions, cfg.hidden)
         if cfg.traits.norm == "layer":
             self.final_b = nn.Parameter(torch.zeros(cfg.hidden))
         self.layers = nn.ModuleList(HFLayer(cfg, run, i) for i in range(cfg.layers))
         self.final_w = nn.Parameter((torch.zeros if cfg.traits.norm == "gemma_rms" else torch.ones)(cfg.hidden))
         if not cfg.tie_embeddings:
-            self.lm_head = _linear(cfg.hidden, cfg.vocab, False)
+            self.lm_head = _linear(cfg.hidden, cfg.vocab, cfg.lm_head_bias)
 
     def forward(self, input_ids, labels):
         cfg, run = self.cfg, self.run
@@ -638,20 +769,24 @@ class HFModel(nn.Module):
         dtype = self.embed.weight.dtype
         with region("embedding"):
             x = self.embed(input_ids)  # saves input_ids (int64)
-            rope = None
+            rope = rope_local = None
             # LlamaModel / GPT2Model.forward: cache_position = arange(s); position_ids =
             # cache_position.unsqueeze(0), a (1, s) view of the same int64 storage
             cache_position = torch.arange(s)
             position_ids = cache_position.unsqueeze(0)
-            if cfg.family == "gpt2":
+            if cfg.traits.learned_positions:
                 x = ops.dropout(x + self.pos_embed(position_ids), run.hidden_dropout)  # wpe saves position_ids
             else:
                 if cfg.traits.embed_scale:
                     # Gemma: hidden * torch.tensor(sqrt(h), dtype): mul saves only the 0-dim normalizer
                     x = x * torch.tensor(cfg.hidden**0.5, dtype=dtype)
-                if cfg.family == "gpt_neox":
-                    x = ops.dropout(x, run.hidden_dropout)  # emb_dropout
+                if cfg.family in ("gpt_neox", "phi"):
+                    x = ops.dropout(x, run.hidden_dropout)  # emb_dropout / embed_dropout
                 rope = _rope_tables(s, _rotary_dims(cfg), dtype)
+            # Gemma3TextModel: rotary_emb_local (rope_local_base_freq) for the sliding layers
+            sliding = [cfg.is_sliding(i) for i in range(cfg.layers)]
+            two_kinds = any(sliding) and not all(sliding)
+            rope_local = _rope_tables(s, _rotary_dims(cfg), dtype, theta=10001.0) if two_kinds else rope
             # masking_utils.create_causal_mask: eager gets eager_mask, torch.where over the (b, 1, s, s)
             # broadcast of the bool causal pattern (materialised, activation dtype; add saves nothing);
             # sdpa and flash_attention_2 get None without padding (is_causal instead).
@@ -660,16 +795,26 @@ class HFModel(nn.Module):
                 arange = torch.arange(s)
                 allowed = (arange[None, None, None, :] <= arange[None, None, :, None]).expand(b, -1, s, s)
                 mask = torch.where(allowed, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
+            mask_local = mask
+            if run.attention == "eager" and two_kinds:  # create_sliding_window_causal_mask: another (b, 1, s, s)
+                near = arange[None, None, None, :] > arange[None, None, :, None] - cfg.sliding_window
+                mask_local = torch.where(allowed & near, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
         use_reentrant = run.checkpoint == "reentrant"
         if run.recompute == "full":
             for t in (cache_position, mask, *(rope or ())):
                 watch(t)
+            if rope_local is not rope:
+                for t in rope_local:
+                    watch(t)
+            if mask_local is not mask:
+                watch(mask_local)
         for i, layer in enumerate(self.layers):
             with region(f"layer {i}"):
+                rope_i, mask_i = (rope_local, mask_local) if cfg.is_sliding(i) else (rope, mask)
                 if run.recompute != "full":
-                    x = layer(x, rope, mask)
-                elif cfg.family == "gpt2":
-                    # GPT2Model.forward calls GPT2Block(GradientCheckpointingLayer) as block(hidden_states,
+                    x = layer(x, rope_i, mask_i)
+                elif cfg.traits.learned_positions:
+                    # GPT2Model.forward (GPTBigCodeModel.forward likewise) calls GPT2Block(GradientCheckpointingLayer) as block(hidden_states,
                     # past_key_values (None under checkpointing), cache_position, causal_mask,
                     # encoder_hidden_states, position_ids=..., ...): the mask is positional.
                     block = functools.partial(_gpt2_block, layer, rope, position_ids=position_ids)
@@ -677,13 +822,14 @@ class HFModel(nn.Module):
                 else:
                     # GradientCheckpointingLayer: checkpoint(partial(layer.__call__, **kwargs), *args); the
                     # decoder loop passes only hidden_states positionally, the rest as keywords.
-                    fn = functools.partial(layer, rope=rope, mask=mask, position_ids=position_ids,
-                                           cache_position=cache_position)
+                    fn = functools.partial(layer, rope=rope_i, mask=mask_i, position_ids=position_ids,
+                                           cache_position=cache_position, rope_other=rope_local)
                     x = checkpoint(fn, watch(x), use_reentrant=use_reentrant)
         with region("head"):
             x = hf_norm(cfg, x, self.final_w, self.final_b if cfg.traits.norm == "layer" else None)
             weight = self.embed.weight if cfg.tie_embeddings else self.lm_head.weight
-            logits = F.linear(x, weight)
+            bias = None if cfg.tie_embeddings else self.lm_head.bias
+            logits = F.linear(x, weight, bias)
             if cfg.final_softcap:  # Gemma 2: tanh saves its output (activation dtype)
                 logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
             if run.hf_version == "4.44":

@@ -69,6 +69,28 @@ DSV3_NOLORA = dict(DSV3, heads=6, kv_heads=6, head_dim=56, q_lora_rank=0, kv_lor
                    norm_topk_prob=False, rope_interleave=False, shared_ffn=112)
 NEOX = dict(family="gpt_neox", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003, rotary_pct=0.25, attention_bias=True)
 NEOX_SEQ = dict(NEOX, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, rotary_pct=0.5, parallel_residual=False)
+# GPTBigCode (StarCoder): fused c_attn, MQA (multi_query) or MHA, learned positions, gelu_pytorch_tanh
+BIGCODE = dict(family="gpt_bigcode", hidden=320, layers=2, heads=5, kv_heads=1, head_dim=64, ffn=1280, vocab=1003,
+               max_positions=128)
+BIGCODE_MHA = dict(BIGCODE, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, layers=3)
+# Phi-1.5/2: one LayerNorm, parallel attention + MLP, biases, partial rotary, gelu_new, lm_head bias
+PHI = dict(family="phi", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1009,
+           rotary_pct=0.5, attention_bias=True, o_bias=True, lm_head_bias=True)
+PHI_GQA = dict(PHI, hidden=336, heads=6, kv_heads=2, head_dim=56, ffn=900, vocab=1013, rotary_pct=0.4)
+# OLMo 2: post-norms only, q_norm / k_norm over the full projections, fp32 weight multiply in RMSNorm
+OLMO2 = dict(LLAMA_MHA, family="olmo2", layers=2, vocab=1009)
+OLMO2_GQA = dict(OLMO2, heads=10, kv_heads=2, head_dim=32, ffn=736)
+# Falcon-7B-like (multi_query, parallel_attn, one LayerNorm) and the new decoder architecture
+# (40B/180B: num_kv_heads groups, ln_attn + ln_mlp, or num_ln_in_parallel_attn = 1)
+FALCON = dict(family="falcon", hidden=320, layers=2, heads=5, kv_heads=1, head_dim=64, ffn=1280, vocab=1003,
+              tie_embeddings=True)
+FALCON_NEW = dict(FALCON, hidden=384, heads=8, kv_heads=2, head_dim=48, ffn=1536, vocab=1009, new_arch=True)
+FALCON_NEW_1LN = dict(FALCON_NEW, num_ln=1, layers=3)
+# Gemma 3 text: sliding_window_pattern 2 over 4 layers (sliding, global, sliding, global): two of
+# each, so the local and global RoPE tables are each saved by two layers (shared)
+GEMMA3 = dict(family="gemma3_text", hidden=320, layers=4, heads=5, kv_heads=1, head_dim=72, ffn=880, vocab=1009,
+              eps=1e-6, tie_embeddings=True, query_pre_attn_scalar=64, sliding_pattern=2, sliding_window=16)
+GEMMA3_GQA = dict(GEMMA3, hidden=336, heads=6, kv_heads=2, head_dim=56, ffn=900, vocab=1013)
 
 
 # one tensor/sequence/context-parallel rank (parallel_models.py): heads, KV heads, FFN divisible by 4
@@ -250,6 +272,43 @@ CASES = [
     case("deepseek_v3-hf-flash-none-fp32-noqlora", DSV3_NOLORA, "hf", "flash", "none", "fp32", 33, 3),
     case("deepseek_v3-hf-eager-none-bf16-noqlora", DSV3_NOLORA, "hf", "eager", "none", "bf16", 29, 3),
     case("deepseek_v3-hf-sdpa-full-bf16", DSV3, "hf", "sdpa", "full", "bf16", 37, 2),
+    # GPTBigCode (MQA k/v broadcast by matmul; MHA per-head [q | k | v]; resid/attn/embd dropouts)
+    case("gpt_bigcode-hf-eager-none-bf16-mqa-drop", BIGCODE, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("gpt_bigcode-hf-eager-none-fp32-mqa", BIGCODE, "hf", "eager", "none", "fp32", 29, 2),
+    case("gpt_bigcode-hf-flash-none-bf16-mqa", BIGCODE, "hf", "flash", "none", "bf16", 45, 3),
+    case("gpt_bigcode-hf-sdpa-none-fp32-mha-drop", BIGCODE_MHA, "hf", "sdpa", "none", "fp32", 33, 2, 0.1, 0.0),
+    case("gpt_bigcode-hf-eager-none-bf16-mha", BIGCODE_MHA, "hf", "eager", "none", "bf16", 41, 2),
+    case("gpt_bigcode-hf-eager-full-bf16-mqa-drop", BIGCODE, "hf", "eager", "full", "bf16", 37, 3, 0.1, 0.1),
+    case("gpt_bigcode-hf-sdpa-full-fp32-mha", BIGCODE_MHA, "hf", "sdpa", "full", "fp32", 29, 3),
+    # Phi (one shared LayerNorm, parallel residual, partial rotary, biases, gelu_new)
+    case("phi-hf-eager-none-bf16-drop", PHI, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("phi-hf-eager-none-fp32-gqa", PHI_GQA, "hf", "eager", "none", "fp32", 29, 2),
+    case("phi-hf-flash-none-bf16", PHI, "hf", "flash", "none", "bf16", 45, 3),
+    case("phi-hf-sdpa-none-bf16-gqa-drop", PHI_GQA, "hf", "sdpa", "none", "bf16", 33, 3, 0.1, 0.0),
+    case("phi-hf-eager-full-bf16-drop", PHI, "hf", "eager", "full", "bf16", 37, 2, 0.1, 0.1),
+    case("phi-hf-sdpa-full-fp32-gqa", PHI_GQA, "hf", "sdpa", "full", "fp32", 29, 3),
+    # OLMo 2 (post-norms, full-width q/k norms, fp32 weight multiply)
+    case("olmo2-hf-eager-none-bf16", OLMO2, "hf", "eager", "none", "bf16", 37, 3),
+    case("olmo2-hf-eager-none-fp32-gqa", OLMO2_GQA, "hf", "eager", "none", "fp32", 29, 2),
+    case("olmo2-hf-flash-none-bf16-gqa", OLMO2_GQA, "hf", "flash", "none", "bf16", 45, 3),
+    case("olmo2-hf-sdpa-none-fp32", OLMO2, "hf", "sdpa", "none", "fp32", 33, 2),
+    case("olmo2-hf-eager-full-bf16-gqa", OLMO2_GQA, "hf", "eager", "full", "bf16", 37, 2),
+    case("olmo2-hf-sdpa-full-bf16", OLMO2, "hf", "sdpa", "full", "bf16", 41, 3),
+    # Falcon (fused query_key_value, MQA broadcast / new-architecture KV copies, activation-dtype softmax)
+    case("falcon-hf-eager-none-bf16-mqa-drop", FALCON, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("falcon-hf-eager-none-fp32-mqa", FALCON, "hf", "eager", "none", "fp32", 29, 2),
+    case("falcon-hf-flash-none-bf16-mqa", FALCON, "hf", "flash", "none", "bf16", 45, 3),
+    case("falcon-hf-eager-full-bf16-mqa", FALCON, "hf", "eager", "full", "bf16", 37, 2),
+    case("falcon-hf-eager-none-bf16-newarch", FALCON_NEW, "hf", "eager", "none", "bf16", 33, 3),
+    case("falcon-hf-flash-none-fp32-newarch-drop", FALCON_NEW, "hf", "flash", "none", "fp32", 29, 2, 0.1, 0.0),
+    case("falcon-hf-eager-none-bf16-newarch-1ln", FALCON_NEW_1LN, "hf", "eager", "none", "bf16", 41, 2),
+    # Gemma 3 text (per-head Gemma q/k norms, local + global RoPE tables, sliding eager mask)
+    case("gemma3_text-hf-eager-none-bf16-mqa", GEMMA3, "hf", "eager", "none", "bf16", 37, 3),
+    case("gemma3_text-hf-eager-none-fp32-gqa", GEMMA3_GQA, "hf", "eager", "none", "fp32", 29, 2),
+    case("gemma3_text-hf-flash-none-bf16-gqa", GEMMA3_GQA, "hf", "flash", "none", "bf16", 45, 3),
+    case("gemma3_text-hf-sdpa-none-bf16-mqa-attndrop", GEMMA3, "hf", "sdpa", "none", "bf16", 33, 2, 0.0, 0.1),
+    case("gemma3_text-hf-eager-full-bf16-mqa", GEMMA3, "hf", "eager", "full", "bf16", 37, 2),
+    case("gemma3_text-hf-sdpa-full-fp32-gqa", GEMMA3_GQA, "hf", "sdpa", "full", "fp32", 29, 3),
 ]
 
 
@@ -278,6 +337,72 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
             "tie_word_embeddings": True,
             "torch_dtype": dtype,
         }
+    if cfg.family == "gpt_bigcode":
+        return {
+            "model_type": "gpt_bigcode",
+            "architectures": ["GPTBigCodeForCausalLM"],
+            "n_embd": cfg.hidden,
+            "n_layer": cfg.layers,
+            "n_head": cfg.heads,
+            "n_inner": cfg.ffn,
+            "n_positions": cfg.max_positions,
+            "vocab_size": cfg.vocab,
+            "multi_query": cfg.kv_heads == 1,
+            "activation_function": "gelu_pytorch_tanh",
+            "layer_norm_epsilon": cfg.eps,
+            "resid_pdrop": run.hidden_dropout,
+            "embd_pdrop": run.hidden_dropout,
+            "attn_pdrop": run.attention_dropout,
+            "attention_softmax_in_fp32": True,
+            "scale_attention_softmax_in_fp32": True,
+            "torch_dtype": dtype,
+        }
+    if cfg.family == "phi":
+        assert cfg.head_dim * cfg.heads == cfg.hidden  # PhiAttention: head_dim = hidden_size // num_attention_heads
+        return {
+            "model_type": "phi",
+            "architectures": ["PhiForCausalLM"],
+            "hidden_size": cfg.hidden,
+            "num_hidden_layers": cfg.layers,
+            "num_attention_heads": cfg.heads,
+            "num_key_value_heads": cfg.kv_heads,
+            "intermediate_size": cfg.ffn,
+            "vocab_size": cfg.vocab,
+            "max_position_embeddings": cfg.max_positions,
+            "partial_rotary_factor": cfg.rotary_pct,
+            "layer_norm_eps": cfg.eps,
+            "hidden_act": "gelu_new",
+            "qk_layernorm": False,
+            "resid_pdrop": run.hidden_dropout,
+            "embd_pdrop": run.hidden_dropout,
+            "attention_dropout": run.attention_dropout,
+            "tie_word_embeddings": False,
+            "torch_dtype": dtype,
+        }
+    if cfg.family == "falcon":
+        return {
+            "model_type": "falcon",
+            "architectures": ["FalconForCausalLM"],
+            "hidden_size": cfg.hidden,
+            "num_hidden_layers": cfg.layers,
+            "num_attention_heads": cfg.heads,
+            "num_kv_heads": cfg.kv_heads if cfg.new_arch else cfg.heads,
+            "multi_query": cfg.kv_heads == 1,
+            "new_decoder_architecture": cfg.new_arch,
+            "num_ln_in_parallel_attn": cfg.num_ln if cfg.new_arch else None,
+            "parallel_attn": True,
+            "alibi": False,
+            "bias": cfg.attention_bias,
+            "ffn_hidden_size": cfg.ffn,
+            "vocab_size": cfg.vocab,
+            "max_position_embeddings": cfg.max_positions,
+            "layer_norm_epsilon": cfg.eps,
+            "activation": "gelu",
+            "hidden_dropout": run.hidden_dropout,
+            "attention_dropout": run.attention_dropout,
+            "tie_word_embeddings": cfg.tie_embeddings,
+            "torch_dtype": dtype,
+        }
     if cfg.family == "gpt_neox":
         return {
             "model_type": "gpt_neox",
@@ -302,7 +427,8 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
     classes = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mixtral": "MixtralForCausalLM",
                "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-               "deepseek_v3": "DeepseekV3ForCausalLM"}  # fmt: skip
+               "deepseek_v3": "DeepseekV3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+               "gemma3_text": "Gemma3ForCausalLM"}  # fmt: skip
     config = {
         "model_type": cfg.family,
         "architectures": [classes[cfg.family]],
@@ -320,16 +446,27 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         "attention_dropout": run.attention_dropout,
         "torch_dtype": dtype,
     }
-    if cfg.family == "llama":
+    if cfg.family in ("llama", "olmo2"):
         config["attention_bias"] = cfg.attention_bias
-        config["mlp_bias"] = False
+        if cfg.family == "llama":
+            config["mlp_bias"] = False
     if cfg.family == "mixtral":
         config["num_local_experts"] = cfg.experts
         config["num_experts_per_tok"] = cfg.top_k
         config["output_router_logits"] = False
-    if cfg.family in ("gemma", "gemma2"):
+    if cfg.family in ("gemma", "gemma2", "gemma3_text"):
         config["hidden_act"] = config["hidden_activation"] = "gelu_pytorch_tanh"
         config["attention_bias"] = False
+    if cfg.family == "gemma3_text":
+        config.update({
+            "query_pre_attn_scalar": cfg.query_pre_attn_scalar,
+            "sliding_window": cfg.sliding_window,
+            "sliding_window_pattern": cfg.sliding_pattern,
+            "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0,
+            "attn_logit_softcapping": None,
+            "final_logit_softcapping": None,
+        })  # fmt: skip
     if cfg.family == "gemma2":
         config["query_pre_attn_scalar"] = cfg.query_pre_attn_scalar
         config["attn_logit_softcapping"] = cfg.attn_softcap

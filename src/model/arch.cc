@@ -50,6 +50,15 @@ constexpr std::array kArchTable{
                .default_final_softcap = 30.0,
                .nested_defaults_json = R"({"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216,
                    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4})"},
+    // Gemma3ForCausalLM, text part (modeling_gemma3.py): Gemma 2's sandwich norms and GeGLU, q_norm
+    // / k_norm per head (Gemma3RMSNorm, (1 + w) in fp32), no softcapping, five sliding layers for
+    // each global one (sliding_window_pattern 6, or layer_types), local and global RoPE tables.
+    ArchTraits{.model_type = "gemma3_text", .hf_class = "Gemma3ForCausalLM", .act_key = "hidden_activation",
+               .default_act = ActFn::kGeluTanh, .tie_embeddings = true, .qk_norm = true, .sandwich_norms = true,
+               .embedding_scaled = true, .window = WindowStyle::kPattern, .default_window = 4096,
+               .default_head_dim = 256, .default_max_positions = 131072,
+               .nested_defaults_json = R"({"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+                   "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4})"},
     ArchTraits{.model_type = "gpt2", .hf_class = "GPT2LMHeadModel", .norm = NormKind::kLayerNorm, .norm_bias = true,
                .gated_mlp = false, .act_key = "activation_function", .default_act = ActFn::kGeluNew,
                .fused_qkv = true, .qkv_bias = true, .o_bias = true, .attention_bias_key = false, .mlp_bias = true,
@@ -61,6 +70,38 @@ constexpr std::array kArchTable{
                .default_norm_eps = 1e-5, .default_rotary_fraction = 0.25},
     ArchTraits{.model_type = "phi3", .hf_class = "Phi3ForCausalLM", .fused_qkv = true, .fused_gate_up = true,
                .attention_bias_key = false, .window = WindowStyle::kAllLayers, .default_max_positions = 4096,
+               .default_norm_eps = 1e-5},
+    // GPTBigCodeForCausalLM (StarCoder, SantaCoder): GPT-2's block with one fused c_attn of
+    // (a + 2·kv)·d outputs, kv = 1 under multi_query (the config class's default), exact LayerNorm,
+    // learned positions, biases everywhere, activation_function default gelu_pytorch_tanh.
+    ArchTraits{.model_type = "gpt_bigcode", .hf_class = "GPTBigCodeForCausalLM", .norm = NormKind::kLayerNorm,
+               .norm_bias = true, .gated_mlp = false, .act_key = "activation_function",
+               .default_act = ActFn::kGeluTanh, .fused_qkv = true, .qkv_bias = true, .o_bias = true,
+               .attention_bias_key = false, .mlp_bias = true, .tie_embeddings = true, .learned_positions = true,
+               .family_keys = true, .default_ffn_multiple = 4, .default_max_positions = 1024,
+               .default_norm_eps = 1e-5, .default_dropout = 0.1},
+    // PhiForCausalLM (Phi-1, Phi-1.5, Phi-2): separate q/k/v and `dense` with biases, partial
+    // rotary (partial_rotary_factor 0.5), one input_layernorm read by attention and the MLP in
+    // parallel, fc1/fc2 with biases and gelu_new, final_layernorm, an LM head with a bias.
+    ArchTraits{.model_type = "phi", .hf_class = "PhiForCausalLM", .norm = NormKind::kLayerNorm, .norm_bias = true,
+               .gated_mlp = false, .default_act = ActFn::kGeluNew, .qkv_bias = true, .o_bias = true,
+               .attention_bias_key = false, .mlp_bias = true, .parallel_residual = true, .lm_head_bias = true,
+               .shared_input_norm = true, .family_keys = true, .default_norm_eps = 1e-5,
+               .default_rotary_fraction = 0.5},
+    // Olmo2ForCausalLM: Llama's projections and SwiGLU, RMSNorm only after attention and after the
+    // MLP (post_attention_layernorm, post_feedforward_layernorm), q_norm / k_norm over the full
+    // q and k projections before RoPE.
+    ArchTraits{.model_type = "olmo2", .hf_class = "Olmo2ForCausalLM", .qk_norm = true,
+               .post_norms_only = true, .qk_norm_full_width = true, .default_norm_eps = 1e-5},
+    // FalconForCausalLM (modeling_falcon.py): one fused query_key_value of (a + 2·kv)·d outputs
+    // (kv = 1 under multi_query, num_kv_heads under new_decoder_architecture), LayerNorm, exact
+    // gelu MLP of ffn_hidden_size (4h), RoPE; `bias` switches every linear's bias. Falcon-7B:
+    // parallel_attn with one input_layernorm; new_decoder_architecture (40B, 180B): ln_attn and
+    // ln_mlp on the same input (num_ln_in_parallel_attn = 2). read_family_keys reads the rest.
+    ArchTraits{.model_type = "falcon", .hf_class = "FalconForCausalLM", .norm = NormKind::kLayerNorm,
+               .norm_bias = true, .gated_mlp = false, .act_key = "activation", .default_act = ActFn::kGelu,
+               .fused_qkv = true, .attention_bias_key = false, .tie_embeddings = true, .parallel_residual = true,
+               .shared_input_norm = true, .family_keys = true, .default_ffn_multiple = 4,
                .default_norm_eps = 1e-5},
     ArchTraits{.model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .mla = true,
                .moe = MoeStyle::kDeepseek,

@@ -27,6 +27,7 @@ enum class WindowStyle {
   kAllLayers,         // Mistral, Phi-3: `sliding_window` (null = none) on every layer
   kFromMaxWindowLayer,// Qwen2/3: use_sliding_window and layer index >= max_window_layers
   kEvenLayers,        // Gemma 2: layers 0, 2, 4, ... slide, odd layers are global
+  kPattern,           // Gemma 3: layer i slides unless (i + 1) % sliding_window_pattern == 0
 };
 
 /// Defaults of MoE keys when absent (the HF config class's), per MoE style.
@@ -59,6 +60,14 @@ struct ArchTraits {
   bool sandwich_norms = false;
   bool embedding_scaled = false;
   bool mla = false;
+  bool lm_head_bias = false;         // Phi: the LM head (nn.Linear) has a bias
+  bool shared_input_norm = false;    // Phi: attention and MLP read one input_layernorm (parallel)
+  bool post_norms_only = false;      // OLMo 2: post_attention / post_feedforward norms, no input norms
+  bool qk_norm_full_width = false;   // OLMo 2: q_norm / k_norm over the whole q / k projection
+  // Keys read by a family's own code in hf_config.cc (read_family_keys): multi_query (GPTBigCode,
+  // Falcon), parallel_attn / new_decoder_architecture / bias (Falcon), and the keys whose
+  // unsupported values are refused there with the field named.
+  bool family_keys = false;
   MoeStyle moe = MoeStyle::kNone;
   MoeDefaults moe_defaults = {};
   WindowStyle window = WindowStyle::kNone;

@@ -7,12 +7,13 @@ namespace {
 
 TEST(ArchTest, EveryRequiredTypeHasARow) {
   for (std::string_view type : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-                                "gemma2", "gpt2", "gpt_neox", "phi3", "deepseek_v3"}) {
+                                "gemma2", "gpt2", "gpt_neox", "phi3", "deepseek_v3", "gpt_bigcode", "phi", "olmo2",
+                                "falcon", "gemma3_text"}) {
     auto arch = find_arch(type);
     ASSERT_TRUE(arch) << type;
     EXPECT_EQ((*arch)->model_type, type);
   }
-  EXPECT_EQ(supported_model_types().size(), 13u);
+  EXPECT_EQ(supported_model_types().size(), 18u);
 }
 
 TEST(ArchTest, TraitsFollowTheHfClasses) {
@@ -42,6 +43,13 @@ TEST(ArchTest, TraitsFollowTheHfClasses) {
   EXPECT_EQ((*find_arch("mixtral"))->moe, MoeStyle::kMixtral);
   EXPECT_EQ((*find_arch("qwen2_moe"))->moe, MoeStyle::kQwen2Moe);
   EXPECT_EQ((*find_arch("qwen3_moe"))->moe, MoeStyle::kQwen3Moe);
+  // Issue 8 families (modeling_gpt_bigcode.py, modeling_phi.py, modeling_olmo2.py, modeling_falcon.py,
+  // modeling_gemma3.py).
+  EXPECT_TRUE((*find_arch("gpt_bigcode"))->fused_qkv && (*find_arch("gpt_bigcode"))->learned_positions);
+  EXPECT_TRUE((*find_arch("phi"))->shared_input_norm && (*find_arch("phi"))->lm_head_bias);
+  EXPECT_TRUE((*find_arch("olmo2"))->post_norms_only && (*find_arch("olmo2"))->qk_norm_full_width);
+  EXPECT_EQ((*find_arch("falcon"))->default_act, ActFn::kGelu);
+  EXPECT_EQ((*find_arch("gemma3_text"))->window, WindowStyle::kPattern);
 }
 
 TEST(ArchTest, UnknownTypeListsSupportedAndSuggests) {

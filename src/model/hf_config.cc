@@ -278,8 +278,17 @@ Expected<std::vector<int64_t>> read_windows(const ConfigReader& r, const ArchTra
     return windows;
   }
 
+  int64_t pattern = 0;
+  if (arch.window == WindowStyle::kPattern) {  // Gemma3TextConfig: sliding_window_pattern, default 6
+    static constexpr Key kSlidingPattern{{"sliding_window_pattern"}};
+    auto p = r.int_or(kSlidingPattern, 6, 1, kMaxLayers);
+    if (!p) return p.error();
+    pattern = *p;
+  }
   for (int64_t i = 0; i < num_layers; ++i) {
-    const bool sliding = arch.window == WindowStyle::kEvenLayers ? i % 2 == 0 : i >= first_sliding;
+    const bool sliding = arch.window == WindowStyle::kEvenLayers ? i % 2 == 0
+                         : arch.window == WindowStyle::kPattern  ? (i + 1) % pattern != 0
+                                                                 : i >= first_sliding;
     windows[static_cast<size_t>(i)] = sliding ? window : 0;
   }
   return windows;
@@ -412,6 +421,87 @@ Expected<void> read_dropouts(const ConfigReader& r, const ArchTraits& arch, Mode
   return {};
 }
 
+/// A key whose truthy value (true, a non-zero number, a non-empty string) the modeling class
+/// supports but actmem does not: a one-line error naming it.
+Expected<void> refuse_truthy(const ConfigReader& r, std::string_view model_type, std::string_view key,
+                             std::string_view what) {
+  auto f = r.find(Key{{key}});
+  if (!f || f->value->is_null()) return {};
+  const json& v = *f->value;
+  const bool truthy = (v.is_boolean() && v.get<bool>()) || (v.is_number() && v.get<double>() != 0.0) ||
+                      (v.is_string() && !v.get<std::string>().empty()) || (v.is_array() && !v.empty()) ||
+                      (v.is_object() && !v.empty());
+  if (!truthy) return {};
+  return r.error(fmt::format("'{}' = {} is not supported for model_type '{}' ({}); set it to false or remove it",
+                             f->name, describe(v), model_type, what));
+}
+
+/// Falcon (configuration_falcon.py defaults: multi_query true, parallel_attn true,
+/// new_decoder_architecture false, bias false, alibi false, num_kv_heads = num_attention_heads,
+/// num_ln_in_parallel_attn null = 2 under the new architecture; FalconAttention, FalconDecoderLayer).
+Expected<void> read_falcon_keys(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
+  static constexpr Key kMultiQuery{{"multi_query"}};
+  static constexpr Key kNewArch{{"new_decoder_architecture"}};
+  static constexpr Key kParallelAttn{{"parallel_attn"}};
+  static constexpr Key kBias{{"bias"}};
+  static constexpr Key kNumLn{{"num_ln_in_parallel_attn"}};
+  if (auto e = refuse_truthy(r, arch.model_type, "alibi", "ALiBi attention biases instead of RoPE"); !e) return e;
+  if (auto e = refuse_truthy(r, arch.model_type, "apply_residual_connection_post_layernorm",
+                             "the residual taken after the input LayerNorm");
+      !e)
+    return e;
+  auto new_arch = r.bool_or(kNewArch, false);
+  if (!new_arch) return new_arch.error();
+  auto multi_query = r.bool_or(kMultiQuery, true);
+  if (!multi_query) return multi_query.error();
+  auto parallel = r.bool_or(kParallelAttn, true);
+  if (!parallel) return parallel.error();
+  auto bias = r.bool_or(kBias, false);
+  if (!bias) return bias.error();
+  spec.qkv_bias = spec.o_bias = spec.mlp_bias = *bias;
+  if (*new_arch) {
+    // KV heads from num_kv_heads (read already); ln_attn and ln_mlp both read the layer input.
+    auto num_ln = r.int_or(kNumLn, 2, 1, 2);
+    if (!num_ln) return num_ln.error();
+    spec.parallel_residual = true;
+    spec.shared_input_norm = *num_ln == 1;
+    spec.kv_copied_in_split = spec.kv_expanded_in_split = true;
+    return {};
+  }
+  if (!*parallel)
+    return r.error("'parallel_attn' = false (sequential Falcon blocks, whose attention residual is dropped "
+                   "with attention_dropout) is not supported; use a parallel_attn or new_decoder_architecture config");
+  spec.parallel_residual = spec.shared_input_norm = true;
+  spec.kv_copied_in_split = true;  // multi_query: `[..., [-2], :]` copies; MHA: transpose(1, 2).reshape copies
+  if (*multi_query) {
+    spec.num_kv_heads = 1;
+  } else if (spec.num_kv_heads != spec.num_heads) {
+    return r.error(fmt::format("'num_kv_heads' = {} needs new_decoder_architecture (without it and without "
+                               "multi_query the fused projection holds num_attention_heads = {} KV heads)",
+                               spec.num_kv_heads, spec.num_heads));
+  }
+  return {};
+}
+
+/// Keys only some families have (ArchTraits::family_keys), read after the common ones.
+///  - gpt_bigcode (configuration_gpt_bigcode.py, GPTBigCodeAttention): multi_query (default true)
+///    means one KV head; add_cross_attention adds a cross-attention block (refused).
+///  - phi (configuration_phi.py, PhiAttention): qk_layernorm adds LayerNorms on q and k (refused).
+Expected<void> read_family_keys(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
+  if (arch.model_type == "gpt_bigcode") {
+    static constexpr Key kMultiQuery{{"multi_query"}};
+    auto mq = r.bool_or(kMultiQuery, true);
+    if (!mq) return mq.error();
+    spec.num_kv_heads = *mq ? 1 : spec.num_heads;
+    if (auto e = refuse_truthy(r, arch.model_type, "add_cross_attention", "a cross-attention block per layer"); !e) return e;
+  } else if (arch.model_type == "phi") {
+    if (auto e = refuse_truthy(r, arch.model_type, "qk_layernorm", "LayerNorms on q and k"); !e) return e;
+  } else if (arch.model_type == "falcon") {
+    return read_falcon_keys(r, arch, spec);
+  }
+  return {};
+}
+
 Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std::string display_name) {
   ModelSpec spec;
   spec.name = std::move(display_name);
@@ -477,6 +567,10 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   spec.qk_norm = arch.qk_norm;
   spec.sandwich_norms = arch.sandwich_norms;
   spec.embedding_scaled = arch.embedding_scaled;
+  spec.lm_head_bias = arch.lm_head_bias;
+  spec.shared_input_norm = arch.shared_input_norm;
+  spec.post_norms_only = arch.post_norms_only;
+  spec.qk_norm_full_width = arch.qk_norm_full_width;
 
   auto act = read_activation(r, arch);
   if (!act) return act.error();
@@ -527,6 +621,9 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   if (!final_softcap) return final_softcap.error();
   spec.final_logit_softcap = *final_softcap;
   if (auto d = read_dropouts(r, arch, spec); !d) return d.error();
+
+  if (arch.family_keys)
+    if (auto f = read_family_keys(r, arch, spec); !f) return f.error();
 
   // Absent dtype: PyTorch (and HF from_pretrained without torch_dtype) loads fp32.
   auto dtype_name = r.optional_string(kDtype);

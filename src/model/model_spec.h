@@ -101,6 +101,14 @@ struct ModelSpec {
   bool qk_norm = false;            // Qwen3: RMSNorm over head_dim on q and k
   bool sandwich_norms = false;     // Gemma 2: extra norms after attention and after the MLP
   bool embedding_scaled = false;   // Gemma: embeddings multiplied by sqrt(h)
+  bool shared_input_norm = false;  // Phi, Falcon-7B: one norm per layer, read by attention and the MLP
+  bool post_norms_only = false;    // OLMo 2: norms on the attention and MLP outputs, none on their inputs
+  bool qk_norm_full_width = false; // OLMo 2: q_norm / k_norm over the whole projection (a·d, kv·d)
+  // Falcon: FalconAttention._split_heads makes k and v new tensors (list indexing `[..., [-2], :]`,
+  // or `.transpose(1, 2).reshape(...)` of strided slices): kv heads each, or, under
+  // new_decoder_architecture (broadcast_to + flatten), a heads each (kv_expanded_in_split).
+  bool kv_copied_in_split = false;
+  bool kv_expanded_in_split = false;
   double rotary_fraction = 1.0;    // GPT-NeoX rotary_pct: share of head_dim that is rotated
   double attn_logit_softcap = 0.0; // Gemma 2
   double final_logit_softcap = 0.0;

@@ -94,7 +94,10 @@ void add_attention(TensorList& out, const ModelSpec& m) {
       out.kv_matrix("attn.k_proj.bias", m.num_kv_heads, m.head_dim, 1, WeightRole::kBias, "1");
       out.kv_matrix("attn.v_proj.bias", m.num_kv_heads, m.head_dim, 1, WeightRole::kBias, "1");
     }
-    if (m.qk_norm) {
+    if (m.qk_norm && m.qk_norm_full_width) {  // OLMo 2: over the whole projection
+      add_norm(out, "attn.q_norm", m.q_dim(), "a·d", false);
+      add_norm(out, "attn.k_norm", m.kv_dim(), "kv·d", false);
+    } else if (m.qk_norm) {
       add_norm(out, "attn.q_norm", m.head_dim, "d", false);
       add_norm(out, "attn.k_norm", m.head_dim, "d", false);
     }
@@ -124,11 +127,14 @@ void add_mlp(TensorList& out, const ModelSpec& m, const std::string& prefix, int
 std::vector<WeightTensor> layer_weight_tensors(const ModelSpec& m, const LayerSpec& layer) {
   TensorList out;
   out.set_part(WeightPart::kLayerNorm);
-  add_norm(out, "input_layernorm", m.hidden, "h", m.norm_bias);
+  if (!m.post_norms_only) add_norm(out, "input_layernorm", m.hidden, "h", m.norm_bias);
   out.set_part(WeightPart::kAttention);
   add_attention(out, m);
   out.set_part(WeightPart::kLayerNorm);
-  add_norm(out, "post_attention_layernorm", m.hidden, "h", m.norm_bias);
+  // Phi (shared_input_norm): one norm feeds attention and the MLP; OLMo 2 (post_norms_only):
+  // post_attention_layernorm normalizes the attention output.
+  if (!m.shared_input_norm) add_norm(out, "post_attention_layernorm", m.hidden, "h", m.norm_bias);
+  if (m.post_norms_only) add_norm(out, "post_feedforward_layernorm", m.hidden, "h", m.norm_bias);
   if (m.sandwich_norms) {
     add_norm(out, "pre_feedforward_layernorm", m.hidden, "h", m.norm_bias);
     add_norm(out, "post_feedforward_layernorm", m.hidden, "h", m.norm_bias);

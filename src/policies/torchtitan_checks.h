@@ -19,6 +19,8 @@ inline Expected<void> check_torchtitan_workload(const ModelSpec& m, const Worklo
   if (w.framework != Framework::kTorchtitan) return {};
   const bool llama_block = !m.moe && !m.mla && m.norm == NormKind::kRMSNorm && m.gated_mlp && m.act == ActFn::kSilu &&
                            !m.learned_positions && !m.qk_norm && !m.sandwich_norms && !m.parallel_residual &&
+                           !m.shared_input_norm && !m.post_norms_only && !m.qk_norm_full_width &&
+                           !m.kv_copied_in_split && !m.kv_expanded_in_split &&
                            m.rotary_fraction == 1.0 &&
                            // nn.Linear(bias=False) throughout: a bias turns a 3-D linear into aten.addmm,
                            // which _op_sac_save_list does not hold (its mm counting would differ)

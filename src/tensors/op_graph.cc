@@ -130,17 +130,33 @@ struct HfModelTraits {
   // (`logits = logits.float()`): an fp32 log-softmax; GPT2LMHeadModel does not: the log-softmax is
   // in the logits' (activation) dtype. Families without a row have no measured 4.44 rule.
   enum class ShiftedLoss { kNone, kFp32, kActivationDtype } loss_4_44 = ShiftedLoss::kNone;
+  // Olmo2RMSNorm: `(self.weight * x_normalized).to(input_dtype)` with x_normalized still fp32: the
+  // multiply keeps the fp32 normalized x (Llama casts it to the activation dtype first).
+  bool rms_norm_weight_fp32 = false;
+  // FalconAttention (no alibi): the eager path applies no attention dropout, and the parallel block
+  // drops `mlp_output + attention_output` once (dropout_add with hidden_dropout).
+  bool no_attention_dropout = false;
+  bool one_residual_dropout = false;
+  // Gemma3TextModel: rotary_emb_local gives the sliding layers their own cos/sin (rope_local_base_freq)
+  // and create_sliding_window_causal_mask their own eager mask; every layer receives both
+  // position embeddings, and its own type's mask.
+  bool local_rope_and_mask = false;
 };
 using ShiftedLoss = HfModelTraits::ShiftedLoss;
-constexpr std::array<HfModelTraits, 8> kHfTraits{{
+constexpr std::array<HfModelTraits, 11> kHfTraits{{
     {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
     {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
     {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
     {.model_type = "qwen2", .loss_4_44 = ShiftedLoss::kFp32},    // Qwen2ForCausalLM: copied from Llama
     {.model_type = "gemma", .rms_norm_scale_fp32 = true},
     {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
+    {.model_type = "gemma3_text", .rms_norm_scale_fp32 = true, .local_rope_and_mask = true},
     {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
     {.model_type = "phi3", .no_embedding_dropout = true},
+    {.model_type = "olmo2", .rms_norm_weight_fp32 = true},  // modeling_olmo2.py Olmo2RMSNorm.forward
+    // modeling_falcon.py: F.softmax(..., dtype=hidden_states.dtype); FalconModel has no embedding dropout
+    {.model_type = "falcon", .softmax_in_activation_dtype = true, .no_embedding_dropout = true,
+     .no_attention_dropout = true, .one_residual_dropout = true},
 }};
 
 HfModelTraits hf_traits(const ModelSpec& m) {
@@ -221,13 +237,14 @@ struct Context {
 // Op builders. Each returns the id of the storage it produces; saves are declared where the op
 // that keeps them runs (a linear keeps its input, an activation its input, ...).
 
-/// RMSNorm / LayerNorm over `width` per row. `input` may be a view: saving it keeps its base.
-int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& width, const std::string& prefix,
-         Group group) {
+/// RMSNorm / LayerNorm over the `width` dims per row. `input` may be a view: saving it keeps its base.
+int norm_over(Builder& g, const Context& c, int input, const Shape& rows, const Shape& width,
+              const std::string& prefix, Group group) {
   const bool rms = c.model.norm == NormKind::kRMSNorm;
   const NormSaves& keep = rms ? c.rules.rms_norm : c.rules.layer_norm;
   const char* op = rms ? "RMSNorm" : "LayerNorm";
-  const auto full = cat(rows, {width});
+  Shape full = rows;
+  full.insert(full.end(), width.begin(), width.end());
   if (keep.input) g.save(input);
   if (keep.input_fp32) {
     if (c.e == DType::kFP32)
@@ -240,17 +257,27 @@ int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& 
   // Under LoRA the norm's weight is frozen: weight·x keeps x only for the weight's gradient.
   const bool frozen = c.workload.lora.enabled();
   if (keep.normalized && rms && c.norm_scale_fp32 && frozen) {
-    g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
+    g.save(g.add(prefix + ".one_plus_weight", group, op, width, DType::kFP32,
                  "1 + weight.float(): kept by the multiply for x's gradient"));
   } else if (keep.normalized && rms && c.norm_scale_fp32) {
     // Gemma: (x·rstd) * (1 + w) in fp32 keeps both factors; with e = 4 the product is the output.
     g.save(g.add(prefix + ".normalized", group, op, full, DType::kFP32, "x·rstd in fp32, kept by (1 + w)·x"));
-    g.save(g.add(prefix + ".one_plus_weight", group, op, {width}, DType::kFP32,
+    g.save(g.add(prefix + ".one_plus_weight", group, op, width, DType::kFP32,
                  "1 + weight.float(): a new vector (not the parameter), kept by the multiply"));
+  } else if (keep.normalized && rms && c.hf.rms_norm_weight_fp32) {
+    // OLMo 2: weight * (x·rstd) with x·rstd in fp32 keeps it in fp32 (the weight is a parameter).
+    if (!frozen)
+      g.save(g.add(prefix + ".normalized", group, op, full, DType::kFP32, "x·rstd in fp32, kept by weight·x"));
   } else if (keep.normalized && !frozen) {
     g.save(g.add(prefix + ".normalized", group, op, full, c.e, "x·rstd in the activation dtype, kept by weight·x"));
   }
   return g.add(prefix + ".out", group, op, full, c.e);
+}
+
+/// RMSNorm / LayerNorm over `width` per row.
+int norm(Builder& g, const Context& c, int input, const Shape& rows, const Dim& width, const std::string& prefix,
+         Group group) {
+  return norm_over(g, c, input, rows, {width}, prefix, group);
 }
 
 /// The LoRA target (finetune.h) a linear of these graphs is, by its name here; 0 for none (the
@@ -415,25 +442,41 @@ int standard_attention(Builder& g, const Context& c, int x) {
   int q = -1;
   int k = -1;
   int v = -1;
+  bool expanded = false;  // k and v already at every query head (Falcon new_decoder_architecture)
   if (m.fused_qkv || c.rules.fused_qkv) {
     const Dim heads{0, nullptr, Sym::kQHeads, 1, Sym::kKvHeads, 2};  // (a/t + 2·kv/t)
     q = k = v = linear(g, c, x, {c.s_tp, c.b, heads, c.d}, "attn.qkv", grp);
     g.at(q).note = "q, k and v are views of this one output: keeping any keeps all of it";
+    if (m.kv_copied_in_split && c.rules.framework == Framework::kHF) {
+      // FalconAttention._split_heads (+ transpose(1, 2).reshape): k and v become new tensors, at
+      // every query head under new_decoder_architecture (broadcast_to(key, query.shape).flatten).
+      expanded = m.kv_expanded_in_split;
+      const Dim heads_kv = expanded ? c.q_heads : c.kv_heads;
+      const char* note = expanded ? "copied out to every query head" : "a copy (list indexing / reshape)";
+      k = g.add("attn.k_split", grp, "_split_heads", {c.s_tp, c.b, heads_kv, c.d}, c.e, std::string{"k "} + note);
+      v = g.add("attn.v_split", grp, "_split_heads", {c.s_tp, c.b, heads_kv, c.d}, c.e, std::string{"v "} + note);
+      if (expanded || m.num_kv_heads == 1)  // `[..., [-2], :]`, `[..., [-1], :]`: index keeps its int64 index
+        g.save(g.add("attn.split_index", grp, "index", {Dim::lit("2", 2)}, DType::kINT64,
+                     "the one-element index tensors of k's and v's list indexing"));
+    }
   } else {
     q = linear(g, c, x, {c.s_tp, c.b, c.q_heads, c.d}, "attn.q", grp);
     k = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.k", grp);
     v = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.v", grp);
   }
-  if (m.qk_norm) {
+  if (m.qk_norm && m.qk_norm_full_width) {  // OLMo 2: one norm over the whole projection per token
+    q = norm_over(g, c, q, {c.s_tp, c.b}, {c.q_heads, c.d}, "attn.q_norm", Group::kNorms);
+    k = norm_over(g, c, k, {c.s_tp, c.b}, {c.kv_heads, c.d}, "attn.k_norm", Group::kNorms);
+  } else if (m.qk_norm) {
     q = norm(g, c, q, {c.s_tp, c.b, c.q_heads}, c.d, "attn.q_norm", Group::kNorms);
     k = norm(g, c, k, {c.s_tp, c.b, c.kv_heads}, c.d, "attn.k_norm", Group::kNorms);
   }
   if (!m.learned_positions) {  // RoPE: q and k become new tensors; HF keeps only cos/sin (shared)
     const char* op = c.rules.rope_saves_cos_sin ? "RoPE" : "fused RoPE";
     q = g.add("attn.q_rope", grp, op, {c.s_tp, c.b, c.q_heads, c.d}, c.e);
-    k = g.add("attn.k_rope", grp, op, {c.s_tp, c.b, c.kv_heads, c.d}, c.e);
+    k = g.add("attn.k_rope", grp, op, {c.s_tp, c.b, expanded ? c.q_heads : c.kv_heads, c.d}, c.e);
   }
-  return core_attention(g, c, q, k, v, c.variant.gqa_repeat, c.d, c.d);
+  return core_attention(g, c, q, k, v, c.variant.gqa_repeat && !expanded, c.d, c.d);
 }
 
 /// DeepSeek multi-head latent attention (modeling_deepseek_v3.py; Megatron multi_latent_attention.py).
@@ -530,20 +573,27 @@ Graph build_layer(const Context& c, const LayerSpec& spec) {
   const Shape hidden{c.s_rep, c.b, c.h};
   int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
   g.op_sac_keep(x);  // the checkpoint wrapper's input
-  int n1 = norm(g, c, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
+  // OLMo 2 (post_norms_only) has no input norms: attention and the MLP read the residual stream.
+  int n1 = m.post_norms_only ? x : norm(g, c, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
   int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
   int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
-  if (m.sandwich_norms) attn_out = norm(g, c, attn_out, {c.s_rep, c.b}, c.h, "attn_post_norm", Group::kNorms);
-  dropout(g, attn_out, c.hidden_p, hidden, "attn.hidden", Group::kAttention, c.e);
+  if (m.sandwich_norms || m.post_norms_only)
+    attn_out = norm(g, c, attn_out, {c.s_rep, c.b}, c.h, "attn_post_norm", Group::kNorms);
+  if (!(c.hf.one_residual_dropout && m.parallel_residual))
+    dropout(g, attn_out, c.hidden_p, hidden, "attn.hidden", Group::kAttention, c.e);
   int h1 = m.parallel_residual ? x : g.add("attn.residual", Group::kNorms, "add", hidden, c.e);
-  int n2 = norm(g, c, h1, {c.s_rep, c.b}, c.h, "mlp_norm", Group::kNorms);
+  // Phi (shared_input_norm): the MLP reads the same input_layernorm output as attention.
+  int n2 = m.post_norms_only     ? h1
+           : m.shared_input_norm ? n1
+                                 : norm(g, c, h1, {c.s_rep, c.b}, c.h, "mlp_norm", Group::kNorms);
   if (spec.moe)
     moe(g, c, n2);
   else
     mlp(g, c, n2, {c.s_tp, c.b}, Sym::kFfn, "mlp", Group::kMlp);
   // The block's output after TP's all-reduce (or reduce-scatter under SP).
   int mlp_out = g.add("mlp.out", Group::kMlp, "all-reduce", hidden, c.e);
-  if (m.sandwich_norms) mlp_out = norm(g, c, mlp_out, {c.s_rep, c.b}, c.h, "mlp_post_norm", Group::kNorms);
+  if (m.sandwich_norms || m.post_norms_only)
+    mlp_out = norm(g, c, mlp_out, {c.s_rep, c.b}, c.h, "mlp_post_norm", Group::kNorms);
   dropout(g, mlp_out, c.hidden_p, hidden, "mlp.hidden", Group::kMlp, c.e);
   return std::move(g.g);
 }
@@ -628,11 +678,24 @@ Graph build_shared(const Context& c) {
     rot = static_cast<int64_t>(static_cast<double>(c.model.head_dim) * c.model.rotary_fraction);
   const Dim dr = Dim::lit(c.model.mla ? "dr" : (c.model.rotary_fraction < 1.0 ? "d_rot" : "d"), rot);
   const bool hf = c.rules.framework == Framework::kHF;
+  // Gemma 3: sliding layers use their own (local) cos/sin and eager mask, when both kinds exist.
+  bool sliding = false;
+  bool global = false;
+  for (const LayerSpec& l : c.model.layers) (l.sliding_window > 0 ? sliding : global) = true;
+  const bool two_kinds = c.hf.local_rope_and_mask && sliding && global;
   if (rot > 0 && c.rules.rope_saves_cos_sin) {
     for (const char* name : {"rope.cos", "rope.sin"}) {
       int id = g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e, "one table for all layers (batch dim broadcast)");
       g.save(id);
       g.at(id).checkpoint_input = hf;  // position_embeddings, passed to every decoder layer
+    }
+    if (two_kinds) {
+      for (const char* name : {"rope.local_cos", "rope.local_sin"}) {
+        int id = g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e,
+                       "the sliding layers' table (rope_local_base_freq); passed to every layer");
+        g.save(id);
+        g.at(id).checkpoint_input = true;
+      }
     }
   }
   if (rot > 0 && c.rules.framework == Framework::kMegatron) {  // torchtitan's freqs_cis is a buffer
@@ -649,6 +712,11 @@ Graph build_shared(const Context& c) {
     int id = g.add("checkpoint.causal_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
                    "eager_mask: the additive (b, 1, s, s) causal mask, passed to every decoder layer");
     g.at(id).checkpoint_input = true;
+    if (two_kinds) {
+      int local = g.add("checkpoint.sliding_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
+                        "the sliding-window (b, 1, s, s) mask, passed to every sliding layer");
+      g.at(local).checkpoint_input = true;
+    }
   }
   return std::move(g.g);
 }
@@ -775,7 +843,9 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
                   w.dtype,
                   // torchtitan's Llama has no dropout module at all
                   w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
-                  w.framework == Framework::kTorchtitan ? 0.0 : w.attention_dropout.value_or(model.attention_dropout),
+                  w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
+                      ? 0.0
+                      : w.attention_dropout.value_or(model.attention_dropout),
                   w.attention != AttentionImpl::kEager,
                   rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
                   w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
