@@ -273,6 +273,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const ModelSpec& m = p.model;
   if (!check_parallel(m, p.tp_facts, par, reporter)) return false;
   if (!check_sequence(l.seq_len, par, reporter)) return false;
+  if (!check_loss(w, l, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
@@ -386,10 +387,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const Bytes zero3 = l.zero_stage == 3 && par.dp > 1 ? Bytes{checked_mul(largest_layer, 2 * wb + gb)} : Bytes{-1};
   const int64_t s_local = l.seq_len / par.cp;
   const int64_t v_local = ceil_div(m.vocab, par.tp);
-  const Bytes logits_grad{checked_mul(checked_mul(checked_mul(w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : 4,
-                                                              s_local),
-                                                  l.micro_batch),
-                                      v_local)};
+  const Bytes logits_grad{w.loss != LossImpl::kFull  // chunked or fused (loss_impl.h)
+                              ? loss_transient_bytes(w, s_local, l.micro_batch, m.hidden, v_local)
+                              : checked_mul(checked_mul(checked_mul(w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : 4,
+                                                                    s_local),
+                                                        l.micro_batch),
+                                            v_local)};
   // A 4-bit base dequantizes one linear's weight at a time (finetune.h), on every stage.
   const Bytes dequantized{p.shape_static ? dequantized_weight_bytes(p.tensors, w, par.tp) : -1};
   auto largest_transient = [&](bool last) {

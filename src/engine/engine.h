@@ -15,6 +15,7 @@
 #include "policies/recompute_plan.h"
 #include "policies/static_memory.h"
 #include "policies/finetune.h"
+#include "policies/loss_impl.h"  // check_loss, loss_transient_bytes (--loss)
 #include "model/weight_tensors.h"
 
 namespace actmem::detail {

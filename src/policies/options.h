@@ -35,6 +35,10 @@ enum class BaseWeights { kBF16, kFP16, kFP32, kInt8, kNF4 };
 /// (validation/EXPECTED.md, "transformers versions"). 4.57 is the 4.5x layout every hf rule is
 /// measured against; 4.44 differs in the loss (s−1 shifted rows).
 enum class HfVersion { k4_44, k4_57 };
+/// How the LM head and loss run (--loss; policies/loss_impl.h): HF's full fp32 logits, torchtune's
+/// chunked output, Liger's fused linear cross entropy.
+enum class LossImpl { kFull, kChunked, kFusedLinearCE };
+inline constexpr int64_t kDefaultLossChunks = 8;  // torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 
 inline constexpr NameTable<Framework, 2> kFrameworkNames{
     "framework", "framework", {{{Framework::kHF, "hf"}, {Framework::kMegatron, "megatron"}}}};
@@ -95,6 +99,8 @@ struct Workload {
   Precision precision = Precision::kMixed;
   bool optimizer_in_backward = false;  // torchtune optimizer_in_bwd: each gradient freed after its step
   LoraOptions lora;
+  LossImpl loss = LossImpl::kFull;           // --loss (loss_impl.h)
+  int64_t loss_chunks = kDefaultLossChunks;  // with kChunked: N
 };
 
 /// What one evaluation binds.

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "util/text_table.h"  // group_digits
+#include "report/loss_report.h"  // --loss: its transient term and note
 
 namespace actmem::detail {
 
@@ -194,6 +195,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                               kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
+  if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
   if (w.framework == Framework::kHF)
     notes.push_back(w.hf_version == HfVersion::k4_44
                         ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
@@ -304,7 +306,9 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
   if (rec.logits_grad >= 0) {
     const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
     const int64_t v_local = ceil_div(p.model.vocab, par.tp);
-    if (w.framework == Framework::kHF) {
+    if (w.loss != LossImpl::kFull) {
+      b.add(describe_loss_transient(w, s_local, o.micro_batch, p.model.hidden, v_local));
+    } else if (w.framework == Framework::kHF) {
       // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
       // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
       // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).

@@ -538,6 +538,17 @@ Graph build_head(const Context& c) {
   Builder g;
   int x = g.add("head.input", Group::kHeadLoss, "residual stream", {c.s_rep, c.b, c.h}, c.e, "the last layer's output");
   int fn = norm(g, c, x, {c.s_rep, c.b}, c.h, "final_norm", Group::kHeadLoss);
+  if (c.workload.loss == LossImpl::kFusedLinearCE) {
+    // Liger LigerFusedLinearCrossEntropyFunction.forward (policies/loss_impl.h): no logits, no
+    // targets; ctx.save_for_backward(grad_input, grad_weight) instead. grad_weight exists only for
+    // a trained LM head (fused_linear_cross_entropy_forward: `if weight_needs_grad`), in its dtype.
+    g.save(g.add("loss.grad_input", Group::kHeadLoss, "fused linear cross entropy", {c.s_tp, c.b, c.h}, c.e,
+                 "d(final-norm output), computed chunk by chunk in forward"));
+    if (!c.workload.lora.enabled())
+      g.save(g.add("loss.grad_weight", Group::kHeadLoss, "fused linear cross entropy", {c.vocab, c.h},
+                   c.workload.weight_dtype, "d(lm_head.weight), computed in forward: a second gradient-sized buffer"));
+    return std::move(g.g);
+  }
   linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
   if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
@@ -554,7 +565,9 @@ Graph build_head(const Context& c) {
   }
   // The logits are upcast to fp32 and consumed by the loss, which keeps its own fp32 output.
   g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
-               "fp32 (log-)softmax over the vocabulary at every position"));
+               c.workload.loss == LossImpl::kChunked
+                   ? "fp32 log-softmax, one per output chunk (torchtune CEWithChunkedOutputLoss): the same bytes"
+                   : "fp32 (log-)softmax over the vocabulary at every position"));
   g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {c.s_tp, c.b}, DType::kINT64));
   // Megatron-LM _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py) saves (exp_logits,
   // target_mask, masked_target_1d): the bool mask of targets outside the rank's vocabulary too.
