@@ -16,6 +16,7 @@
 #include "policies/static_memory.h"
 #include "policies/finetune.h"
 #include "policies/loss_impl.h"  // check_loss, loss_transient_bytes (--loss)
+#include "policies/offload.h"    // --offload-activations: what stays on the GPU
 #include "model/weight_tensors.h"
 
 namespace actmem::detail {
@@ -77,6 +78,7 @@ struct RecordingSink {
   int64_t zero3_bytes = -1;        // -1: no ZeRO-3 transient
   int64_t logits_grad = -1;        // -1: the peak stage is not the last
   int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
+  int64_t offload_working_set = -1;  // -1: no activation offloading (offload.h)
   StageParams stage;               // the peak stage's parameters
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;

@@ -164,6 +164,8 @@ const std::array kRows{
           s.workload.loss_chunks = choice->chunks;
           return {};
         }},
+    Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
+        ACTMEM_SET(as_flag, layout.offload_activations)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},
         [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
           if (const auto* bytes = std::get_if<int64_t>(&v)) {

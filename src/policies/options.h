@@ -113,6 +113,7 @@ struct Layout {
   int64_t checkpoint_every = 0;   // with kFull: a checkpoint every k layers (0 = every layer)
   int zero_stage = 0;             // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
   bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
+  bool offload_activations = false;  // torchtune OffloadActivations: saved tensors in host memory (offload.h)
   Bytes reserve{0};               // CUDA context + allocator slack: an allowance
 };
 

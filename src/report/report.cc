@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
+#include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 
 namespace actmem::detail {
 
@@ -342,6 +343,7 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
     d.bytes = Bytes{rec.dequantized_weight};
     b.add(d);
   }
+  if (rec.offload_working_set >= 0) b.add(offload_working_set_term(rec.offload_working_set, o.recompute));
   return b;
 }
 
@@ -405,6 +407,10 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
     a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
                                 format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
     a.bytes = Bytes{t.activations};
+    if (o.offload_activations) {
+      a = offloaded_activations_term(t);
+      e.notes.push_back(offload_note(t));
+    }
     e.memory.add(a);
     // The largest transient (the first of equals), as account() chose it.
     const Term* peak = nullptr;
