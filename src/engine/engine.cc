@@ -51,7 +51,7 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     p->per_param = bytes_per_param(static_options(workload, {}));
     p->params = count_params(model);
     p->tp_facts = detail::TpFacts::of(model);
-    p->kind_of = detail::layer_kinds(model);
+    p->kind_of = detail::layer_kinds(model, workload.freeze_embeddings && !model.learned_positions);
     for (bool gqa : {false, true})
       for (bool tp : {false, true}) {
         const detail::Variant v{gqa, tp};

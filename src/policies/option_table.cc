@@ -164,6 +164,8 @@ const std::array kRows{
           s.workload.loss_chunks = choice->chunks;
           return {};
         }},
+    Row{{"freeze_embeddings", OptionKind::kFlag, "the input embedding (and a tied LM head) frozen"},
+        ACTMEM_SET(as_flag, workload.freeze_embeddings)},
     Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
         ACTMEM_SET(as_flag, layout.offload_activations)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},

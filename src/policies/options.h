@@ -101,6 +101,9 @@ struct Workload {
   LoraOptions lora;
   LossImpl loss = LossImpl::kFull;           // --loss (loss_impl.h)
   int64_t loss_chunks = kDefaultLossChunks;  // with kChunked: N
+  // The input embedding frozen (`get_input_embeddings().requires_grad_(False)`; a tied LM head with
+  // it): no gradient or optimizer state for it, and no saves for its backward (op_graph.cc).
+  bool freeze_embeddings = false;
 };
 
 /// What one evaluation binds.

@@ -170,6 +170,7 @@ nlohmann::json report_json(const Report& r) {
                  {"pipeline_stage", e.static_memory.stage.stage},
                  {"terms", terms_json(e.memory)}};
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
+  if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
   if (l.offload_activations) {  // offload.h: saved activations in host memory, not in the GPU total
     j["inputs"]["offload_activations"] = true;
     j["memory"]["host_activations_bytes"] = r.totals.host_activations;
