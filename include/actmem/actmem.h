@@ -76,7 +76,8 @@ struct Totals {
   int64_t optimizer = 0;      // on the GPU (0 when offloaded)
   int64_t cpu_optimizer = 0;  // offloaded to host memory
   int64_t paged_optimizer = 0;  // of optimizer: bitsandbytes paged state in unified memory
-  int64_t activations = 0;    // saved activations in flight on the peak stage
+  int64_t activations = 0;    // saved activations in flight on the peak stage (on the GPU)
+  int64_t host_activations = 0;  // of the saved activations: offloaded to host memory (--offload-activations)
   int64_t transient = 0;      // the largest transient of the step on the peak stage
   int64_t reserve = 0;
   int64_t peak_stage = 0;     // pipeline rank of the peak GPU

@@ -57,7 +57,7 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     }
     p->params = count_params(model);
     p->tp_facts = detail::TpFacts::of(model);
-    p->kind_of = detail::layer_kinds(model);
+    p->kind_of = detail::layer_kinds(model, workload.freeze_embeddings && !model.learned_positions);
     for (bool gqa : {false, true})
       for (bool tp : {false, true}) {
         const detail::Variant v{gqa, tp};
@@ -281,6 +281,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const ModelSpec& m = p.model;
   if (!check_parallel(m, p.tp_facts, par, reporter)) return false;
   if (!check_sequence(l.seq_len, par, reporter)) return false;
+  if (!check_loss(w, l, reporter)) return false;
+  if (!check_offload(w, l, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
@@ -424,16 +426,28 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // torchtitan's train.py (forward_backward_step) deletes pred before loss.backward(): HF's loss
   // transient without the held logits.
   const int logits_grad_bytes = w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : titan ? 8 : 4;
-  const Bytes logits_grad{checked_mul(checked_mul(checked_mul(logits_grad_bytes,
-                                                              s_local),
-                                                  l.micro_batch),
-                                      v_local)};
+  const Bytes logits_grad{w.loss != LossImpl::kFull  // chunked or fused (loss_impl.h)
+                              ? loss_transient_bytes(w, s_local, l.micro_batch, m.hidden, v_local)
+                              : checked_mul(checked_mul(checked_mul(logits_grad_bytes, s_local), l.micro_batch), v_local)};
   // A 4-bit base dequantizes one linear's weight at a time (finetune.h), on every stage.
   const Bytes dequantized{p.shape_static ? dequantized_weight_bytes(p.tensors, w, par.tp) : -1};
+  // Offloading (offload.h): what stays on the GPU of the head and shared storages, and the working
+  // set of tensors brought back in backward (an allowance: one layer's saved tensors).
+  Bytes offload_head_gpu{0};
+  Bytes offload_shared_gpu{0};
+  Bytes offload_working_set{-1};
+  if (l.offload_activations) {
+    offload_head_gpu = Bytes{offload_head_gpu_bytes(g.head, v)};
+    offload_shared_gpu = recomputed ? Bytes{eval(g.shared.checkpointed, v)} : Bytes{0};
+    offload_working_set = Bytes{0};
+    for (std::size_t k = 0; k < num_kinds; ++k)
+      offload_working_set = std::max(offload_working_set, Bytes{l.recompute == Recompute::kFull ? s.kinds[k].input
+                                                                                               : s.kinds[k].none});
+  }
   auto largest_transient = [&](bool last) {
     Bytes peak{-1};
     for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1},
-                    dequantized})
+                    dequantized, offload_working_set})
       if (x > peak) peak = x;
     return (peak < Bytes{0} ? Bytes{0} : peak) + fsdp2.total();
   };
@@ -500,9 +514,11 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       bytes = stage_static_bytes(st, p.per_param, zero_stage, l.offload_optimizer, par);
     }
     const Bytes transient = largest_transient(rank == par.pp - 1);
-    const Bytes stage_peak = bytes.total() + stage + transient;
+    // Offloading (one stage, check_offload): the GPU keeps the head's and the checkpoint keywords.
+    const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu : stage;
+    const Bytes stage_peak = bytes.total() + on_gpu + transient;
     if constexpr (Sink::kRecords)
-      sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), stage.count(),
+      sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), on_gpu.count(),
                              transient.count(), stage_peak.count()});
     if (stage_peak > best_peak) {
       best_peak = stage_peak;
@@ -512,7 +528,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.gradients = bytes.gradients.count();
       t.optimizer = bytes.optimizer.count();
       t.cpu_optimizer = bytes.cpu_optimizer.count();
-      t.activations = stage.count();
+      t.activations = on_gpu.count();
+      t.host_activations = (stage - on_gpu).count();
       t.transient = transient.count();
       if constexpr (Sink::kRecords) {
         sink.stage = st;
@@ -535,6 +552,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.zero3_bytes = zero3.count();
     sink.dequantized_weight = dequantized.count();
     sink.fsdp2 = fsdp2;
+    sink.offload_working_set = offload_working_set.count();
   }
   return true;
 }

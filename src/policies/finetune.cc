@@ -152,7 +152,7 @@ bool lora_targets(const WeightTensor& t, unsigned targets) {
 }
 
 bool needs_weight_shapes(const Workload& w) {
-  return w.lora.enabled() || w.optimizer_in_backward || w.optimizer == Optimizer::kAdafactor ||
+  return w.lora.enabled() || w.optimizer_in_backward || w.freeze_embeddings || w.optimizer == Optimizer::kAdafactor ||
          w.optimizer == Optimizer::kPagedAdamW || w.optimizer == Optimizer::kPagedAdamW8bit;
 }
 
@@ -180,6 +180,12 @@ FinetuneStatic finetune_static(const std::vector<WeightTensor>& tensors, const W
     const int64_t cols = t.rank_cols(tp);
     const int64_t n = checked_mul(rows, cols);
     if (!lora.enabled()) {
+      // get_input_embeddings(): the token embedding (a tied head is this tensor too), not GPT-2's wpe.
+      if (w.freeze_embeddings && t.role == WeightRole::kEmbedding && t.name == "embed_tokens") {
+        s.frozen = checked_add(s.frozen, checked_mul(n, t.count));
+        s.frozen_weights += Bytes{checked_mul(checked_mul(n, element_bytes(w.weight_dtype)), t.count)};
+        continue;
+      }
       add_trainable(s, w, rows, cols, t.count, w.weight_dtype, w.grad_dtype);
       continue;
     }
@@ -248,16 +254,18 @@ std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Worklo
                                  group_digits(s.frozen), group_digits(s.quant_scales.count()),
                                  group_digits(s.adapter_params), element_bytes(param));
   } else {
-    wt.label = fmt::format("Weights ({})", dtype_name(param));
+    wt.label = fmt::format("Weights ({}{})", dtype_name(param), s.frozen > 0 ? ", the embedding frozen" : "");
     wt.formula = fmt::format("Ψ_gpu · {}", element_bytes(param));
-    wt.substituted = fmt::format("{} params × {} B", group_digits(s.trainable), element_bytes(param));
+    wt.substituted = s.frozen > 0 ? fmt::format("({} trainable + {} frozen) params × {} B", group_digits(s.trainable),
+                                                group_digits(s.frozen), element_bytes(param))
+                                  : fmt::format("{} params × {} B", group_digits(s.trainable), element_bytes(param));
   }
   terms.push_back(wt);
 
   Term gt;
   gt.key = "gradients";
   gt.bytes = gradients;
-  const char* whose = lora.enabled() ? "adapters only" : "all parameters";
+  const char* whose = lora.enabled() ? "adapters only" : s.frozen > 0 ? "all but the frozen embedding" : "all parameters";
   if (w.optimizer_in_backward) {
     gt.label = fmt::format("Gradients ({}): one parameter at a time, optimizer step in backward", dtype_name(grad));
     gt.formula = "Ψ_largest · e_g (each gradient is freed after its own update)";

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "policies/finetune.h"  // parse_lora_targets, kLoraQ
+#include "policies/loss_impl.h"  // parse_loss
 #include "util/spellcheck.h"
 
 namespace actmem {
@@ -176,6 +177,21 @@ const std::array kRows{
         ACTMEM_SET(as_flag, workload.lora.double_quant)},
     Row{{"adapter_dtype", OptionKind::kText, "LoRA adapter dtype (PEFT default fp32)"},
         ACTMEM_SET(as_dtype, workload.lora.adapter_dtype)},
+    // Memory switches (loss_impl.h): how the LM head and the loss run.
+    Row{{"loss", OptionKind::kText, "full, chunked[:N] (torchtune) or fused-linear-ce (Liger)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto text = as_text(n, v);
+          if (!text) return text.error();
+          auto choice = parse_loss(*text);
+          if (!choice) return choice.error();
+          s.workload.loss = choice->impl;
+          s.workload.loss_chunks = choice->chunks;
+          return {};
+        }},
+    Row{{"freeze_embeddings", OptionKind::kFlag, "the input embedding (and a tied LM head) frozen"},
+        ACTMEM_SET(as_flag, workload.freeze_embeddings)},
+    Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
+        ACTMEM_SET(as_flag, layout.offload_activations)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},
         [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
           if (const auto* bytes = std::get_if<int64_t>(&v)) {

@@ -38,6 +38,10 @@ enum class BaseWeights { kBF16, kFP16, kFP32, kInt8, kNF4 };
 /// (validation/EXPECTED.md, "transformers versions"). 4.57 is the 4.5x layout every hf rule is
 /// measured against; 4.44 differs in the loss (s−1 shifted rows).
 enum class HfVersion { k4_44, k4_57 };
+/// How the LM head and loss run (--loss; policies/loss_impl.h): HF's full fp32 logits, torchtune's
+/// chunked output, Liger's fused linear cross entropy.
+enum class LossImpl { kFull, kChunked, kFusedLinearCE };
+inline constexpr int64_t kDefaultLossChunks = 8;  // torchtune CEWithChunkedOutputLoss(num_output_chunks=8)
 
 inline constexpr NameTable<Framework, 3> kFrameworkNames{
     "framework",
@@ -100,6 +104,11 @@ struct Workload {
   Precision precision = Precision::kMixed;
   bool optimizer_in_backward = false;  // torchtune optimizer_in_bwd: each gradient freed after its step
   LoraOptions lora;
+  LossImpl loss = LossImpl::kFull;           // --loss (loss_impl.h)
+  int64_t loss_chunks = kDefaultLossChunks;  // with kChunked: N
+  // The input embedding frozen (`get_input_embeddings().requires_grad_(False)`; a tied LM head with
+  // it): no gradient or optimizer state for it, and no saves for its backward (op_graph.cc).
+  bool freeze_embeddings = false;
 };
 
 /// What one evaluation binds.
@@ -116,6 +125,7 @@ struct Layout {
   int64_t selective_ac_every = 0;
   int zero_stage = 0;             // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
   bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
+  bool offload_activations = false;  // torchtune OffloadActivations: saved tensors in host memory (offload.h)
   Bytes reserve{0};               // CUDA context + allocator slack: an allowance
 };
 

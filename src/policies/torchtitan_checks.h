@@ -37,6 +37,10 @@ inline Expected<void> check_torchtitan_workload(const ModelSpec& m, const Worklo
                  "s×s softmax; use @attention flash or sdpa"};
   if (w.lora.enabled())
     return Error{ErrorKind::kIncompatible, "lora_rank", "@lora_rank: torchtitan trains all weights; drop @lora_rank"};
+  if (w.freeze_embeddings)
+    return Error{ErrorKind::kIncompatible, "freeze_embeddings",
+                 "@freeze_embeddings: torchtitan trains all weights (its FSDP2 terms assume every parameter has a "
+                 "gradient and AdamW state); drop @freeze_embeddings"};
   if (w.optimizer != Optimizer::kAdamW)
     return Error{ErrorKind::kIncompatible, "optimizer",
                  fmt::format("@optimizer {}: torchtitan builds torch.optim AdamW (or Adam, the same state); use "

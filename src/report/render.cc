@@ -4,6 +4,7 @@
 
 #include "actmem/actmem.h"
 #include "util/text_table.h"
+#include "policies/loss_impl.h"  // loss_name (--loss)
 
 namespace actmem {
 
@@ -177,6 +178,12 @@ nlohmann::json report_json(const Report& r) {
                  {"total_bytes", e.total().count()},
                  {"pipeline_stage", e.static_memory.stage.stage},
                  {"terms", terms_json(e.memory)}};
+  if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
+  if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
+  if (l.offload_activations) {  // offload.h: saved activations in host memory, not in the GPU total
+    j["inputs"]["offload_activations"] = true;
+    j["memory"]["host_activations_bytes"] = r.totals.host_activations;
+  }
   if (!finetune_summary(w).empty() || needs_weight_shapes(w)) {  // only then: default outputs stay as they were
     j["inputs"]["precision"] = kPrecisionNames.name(w.precision);
     j["inputs"]["optimizer_in_backward"] = w.optimizer_in_backward;

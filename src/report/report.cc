@@ -10,6 +10,8 @@
 
 #include "engine/engine.h"
 #include "util/text_table.h"  // group_digits
+#include "report/loss_report.h"  // --loss: its transient term and note
+#include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 
 namespace actmem::detail {
 
@@ -196,6 +198,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                               kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
+  if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
   if (w.framework == Framework::kHF)
     notes.push_back(w.hf_version == HfVersion::k4_44
                         ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
@@ -318,7 +321,9 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
   if (rec.logits_grad >= 0) {
     const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
     const int64_t v_local = ceil_div(p.model.vocab, par.tp);
-    if (w.framework == Framework::kTorchtitan) {
+    if (w.loss != LossImpl::kFull) {
+      b.add(describe_loss_transient(w, s_local, o.micro_batch, p.model.hidden, v_local));
+    } else if (w.framework == Framework::kTorchtitan) {
       // cross_entropy_loss upcasts and runs log_softmax + nll_loss like HF's (measured there by
       // validation/loss_transient.py); train.py forward_backward_step does `del pred` before
       // loss.backward(), so no logits are held beside the two fp32 gradients.
@@ -359,6 +364,7 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
     d.bytes = Bytes{rec.dequantized_weight};
     b.add(d);
   }
+  if (rec.offload_working_set >= 0) b.add(offload_working_set_term(rec.offload_working_set, o.recompute));
   return b;
 }
 
@@ -422,6 +428,10 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
     a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
                                 format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
     a.bytes = Bytes{t.activations};
+    if (o.offload_activations) {
+      a = offloaded_activations_term(t);
+      e.notes.push_back(offload_note(t));
+    }
     e.memory.add(a);
     if (rec.fsdp2.present()) {  // torchtitan: FSDP2's unsharded working set, on top of any transient (fsdp2.h)
       const auto& f = rec.fsdp2;

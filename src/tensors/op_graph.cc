@@ -220,6 +220,7 @@ struct Context {
   bool softmax_fp32;
   bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
   HfModelTraits hf;      // the model's HF quirks; the defaults (none) under other frameworks
+  bool input_no_grad = false;  // the norm's input needs no gradient (layer 0 after a frozen embedding)
 
   // The symbols every builder uses.
   Dim s_rep = Dim::of(Sym::kSeqRep);
@@ -245,6 +246,15 @@ int norm_over(Builder& g, const Context& c, int input, const Shape& rows, const 
   const char* op = rms ? "RMSNorm" : "LayerNorm";
   Shape full = rows;
   full.insert(full.end(), width.begin(), width.end());
+  // HF RMSNorm on an input that needs no gradient (layer 0 after a frozen embedding): pow() and the
+  // rsqrt multiply record nothing; only `weight *` keeps the normalized x, for the weight's gradient
+  // (measured: validation/notes/frozen-layers.md, 4·s·b·h + 4·s·b less).
+  if (c.input_no_grad && keep.input_fp32) {
+    if (keep.normalized)
+      g.save(g.add(prefix + ".normalized", group, op, full, c.norm_scale_fp32 ? DType::kFP32 : c.e,
+                   "x·rstd, kept by weight·x for the weight's gradient (x needs none)"));
+    return g.add(prefix + ".out", group, op, full, c.e);
+  }
   if (keep.input) g.save(input);
   if (keep.input_fp32) {
     if (c.e == DType::kFP32)
@@ -566,7 +576,12 @@ int moe(Builder& g, const Context& c, int x) {
 }
 
 /// One transformer layer; `layer_input` is storage 0.
-Graph build_layer(const Context& c, const LayerSpec& spec) {
+Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
+  // `at_input` reads the layer's input (which needs no gradient after a frozen embedding, layer 0);
+  // every other op sees inputs that do.
+  const Context& at_input = layer_c;
+  Context c = layer_c;
+  c.input_no_grad = false;
   Builder g;
   g.op_sac = c.rules.framework == Framework::kTorchtitan;
   const auto& m = c.model;
@@ -574,7 +589,7 @@ Graph build_layer(const Context& c, const LayerSpec& spec) {
   int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
   g.op_sac_keep(x);  // the checkpoint wrapper's input
   // OLMo 2 (post_norms_only) has no input norms: attention and the MLP read the residual stream.
-  int n1 = m.post_norms_only ? x : norm(g, c, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
+  int n1 = m.post_norms_only ? x : norm(g, at_input, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
   int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
   int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
   if (m.sandwich_norms || m.post_norms_only)
@@ -585,7 +600,8 @@ Graph build_layer(const Context& c, const LayerSpec& spec) {
   // Phi (shared_input_norm): the MLP reads the same input_layernorm output as attention.
   int n2 = m.post_norms_only     ? h1
            : m.shared_input_norm ? n1
-                                 : norm(g, c, h1, {c.s_rep, c.b}, c.h, "mlp_norm", Group::kNorms);
+                                 : norm(g, m.parallel_residual ? at_input : c, h1, {c.s_rep, c.b}, c.h, "mlp_norm",
+                                        Group::kNorms);
   if (spec.moe)
     moe(g, c, n2);
   else
@@ -603,7 +619,8 @@ Graph build_embedding(const Context& c) {
   const Dim s_ids = c.s_tp;
   // The embedding's backward needs the ids only for its weight gradient: a frozen table (LoRA) keeps none.
   const int ids = g.add("embedding.input_ids", Group::kEmbedding, "embedding", {s_ids, c.b}, DType::kINT64);
-  if (!c.workload.lora.enabled()) g.save(ids);
+  const bool frozen = c.workload.freeze_embeddings;  // its output needs no gradient: nothing is recorded
+  if (!c.workload.lora.enabled() && !frozen) g.save(ids);
   // Megatron-LM VocabParallelEmbedding.forward (tensor_parallel/layers.py), tp > 1: ids outside the
   // rank's vocabulary are masked, and `output_parallel[input_mask, :] = 0.0` (index_put_) keeps the
   // bool mask (measured: validation/EXPECTED.md, "one rank").
@@ -618,7 +635,8 @@ Graph build_embedding(const Context& c) {
   const double p = c.rules.embedding_dropout_is_hidden ? c.hidden_p
                    : c.hf.no_embedding_dropout || c.rules.framework == Framework::kTorchtitan ? 0.0
                                                      : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
-  dropout(g, emb, p, hidden, "embedding", Group::kEmbedding, c.e);
+  // A trained position embedding (GPT-2's wpe) still makes the sum need a gradient.
+  dropout(g, emb, frozen && !c.model.learned_positions ? 0.0 : p, hidden, "embedding", Group::kEmbedding, c.e);
   return std::move(g.g);
 }
 
@@ -626,7 +644,21 @@ Graph build_head(const Context& c) {
   Builder g;
   int x = g.add("head.input", Group::kHeadLoss, "residual stream", {c.s_rep, c.b, c.h}, c.e, "the last layer's output");
   int fn = norm(g, c, x, {c.s_rep, c.b}, c.h, "final_norm", Group::kHeadLoss);
-  linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
+  if (c.workload.loss == LossImpl::kFusedLinearCE) {
+    // Liger LigerFusedLinearCrossEntropyFunction.forward (policies/loss_impl.h): no logits, no
+    // targets; ctx.save_for_backward(grad_input, grad_weight) instead. grad_weight exists only for
+    // a trained LM head (fused_linear_cross_entropy_forward: `if weight_needs_grad`), in its dtype.
+    g.save(g.add("loss.grad_input", Group::kHeadLoss, "fused linear cross entropy", {c.s_tp, c.b, c.h}, c.e,
+                 "d(final-norm output), computed chunk by chunk in forward"));
+    if (!c.workload.lora.enabled() && !(c.workload.freeze_embeddings && c.model.tied_embeddings))
+      g.save(g.add("loss.grad_weight", Group::kHeadLoss, "fused linear cross entropy", {c.vocab, c.h},
+                   c.workload.weight_dtype, "d(lm_head.weight), computed in forward: a second gradient-sized buffer"));
+    return std::move(g.g);
+  }
+  if (c.workload.freeze_embeddings && c.model.tied_embeddings)  // a frozen (tied) head keeps no input
+    g.add("head.logits", Group::kHeadLoss, "Linear", {c.s_tp, c.b, c.vocab}, c.e);
+  else
+    linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
   if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
   const auto shifted = c.workload.hf_version == HfVersion::k4_44 ? c.hf.loss_4_44 : ShiftedLoss::kNone;
@@ -642,7 +674,9 @@ Graph build_head(const Context& c) {
   }
   // The logits are upcast to fp32 and consumed by the loss, which keeps its own fp32 output.
   g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {c.s_tp, c.b, c.vocab}, DType::kFP32,
-               "fp32 (log-)softmax over the vocabulary at every position"));
+               c.workload.loss == LossImpl::kChunked
+                   ? "fp32 log-softmax, one per output chunk (torchtune CEWithChunkedOutputLoss): the same bytes"
+                   : "fp32 (log-)softmax over the vocabulary at every position"));
   g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {c.s_tp, c.b}, DType::kINT64));
   // Megatron-LM _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py) saves (exp_logits,
   // target_mask, masked_target_1d): the bool mask of targets outside the rank's vocabulary too.
@@ -815,11 +849,14 @@ void Graph::compile() {
   if (!storages.empty()) input.add(storages.front());
 }
 
-std::vector<std::size_t> layer_kinds(const ModelSpec& model) {
+std::vector<std::size_t> layer_kinds(const ModelSpec& model, bool first_layer_own_kind) {
   std::vector<LayerSpec> seen;
   std::vector<std::size_t> kind_of(model.layers.size());
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const LayerSpec& s) { return same_shape(s, model.layers[i]); });
+    const auto from = seen.begin() + (first_layer_own_kind && i > 0 ? 1 : 0);
+    auto it = first_layer_own_kind && i == 0
+                  ? seen.end()
+                  : std::find_if(from, seen.end(), [&](const LayerSpec& s) { return same_shape(s, model.layers[i]); });
     if (it == seen.end()) {
       seen.push_back(model.layers[i]);
       it = seen.end() - 1;
@@ -851,12 +888,15 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
                   w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
                   w.framework == Framework::kHF ? traits : HfModelTraits{}};
   GraphSet set;
-  const auto kind_of = layer_kinds(model);
+  const bool no_grad_input = w.freeze_embeddings && !model.learned_positions;  // layer 0's input
+  const auto kind_of = layer_kinds(model, no_grad_input);
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     if (kind_of[i] < set.kinds.size()) continue;
     LayerKind k;
     k.spec = model.layers[i];
-    k.graph = build_layer(c, k.spec);
+    Context layer_c = c;
+    layer_c.input_no_grad = i == 0 && no_grad_input;
+    k.graph = build_layer(layer_c, k.spec);
     k.graph.compile();
     set_flops(model, k);
     set.kinds.push_back(std::move(k));

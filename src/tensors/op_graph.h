@@ -162,7 +162,9 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& workload, Variant 
 /// Whether the hf rules of `version` are modeled (and measured) for the model's family: 4.57 for
 /// every family, 4.44 only where its loss rule is known (HfModelTraits::loss_4_44).
 bool hf_version_modeled(const ModelSpec& model, HfVersion version);
-std::vector<std::size_t> layer_kinds(const ModelSpec& model);
+/// With `first_layer_own_kind` (a frozen embedding: layer 0's input needs no gradient) layer 0 is
+/// a kind of its own.
+std::vector<std::size_t> layer_kinds(const ModelSpec& model, bool first_layer_own_kind = false);
 
 /// The text of a symbol under a layout: "a/t" when t > 1, "s/(t·cp)" under SP and CP, ...
 struct SymTexts {

@@ -50,6 +50,9 @@ struct TrainingFlags {
   std::string base_weight_dtype = "bf16";
   bool double_quant = false;
   std::string adapter_dtype = "fp32";
+  std::string loss;  // memory switches (README "Memory switches"); empty = full
+  bool offload_activations = false;
+  bool freeze_embeddings = false;
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -94,6 +97,10 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--double-quant", f.double_quant, "nf4 with 8-bit block scales (bnb_4bit_use_double_quant)");
   cmd->add_option("--adapter-dtype", f.adapter_dtype, "LoRA adapter dtype (PEFT: fp32, torchtune: bf16)")
       ->capture_default_str();
+  cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
+  cmd->add_flag("--offload-activations", f.offload_activations,
+                "saved activations in CPU memory, as torchtune's enable_activation_offloading");
+  cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N = 8) or fused-linear-ce (Liger)");
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
   cmd->add_flag("--sp", f.parallel.sp, "sequence parallelism (with --tp)");
@@ -165,6 +172,9 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
                              {"adapter_dtype", f.adapter_dtype}});
   if (!f.lora_targets.empty()) named.emplace_back("lora_targets", f.lora_targets);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
+  if (!f.loss.empty()) named.emplace_back("loss", f.loss);
+  if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
+  if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
   if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
   for (const auto& [name, value] : named) {
