@@ -27,6 +27,7 @@
 #include "util/expected.h"
 #include "serve/gpu_catalog.h"
 #include "config/training_config.h"  // load_training_config(): a Megatron-LM launch script as input
+#include "config/megatron_theory.h"  // megatron_theoretical_memory(): Megatron's own report, side by side
 #include "model/hf_config.h"  // parse_hf_config(): a config.json given as text
 #include "model/model_spec.h"
 #include "policies/options.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,7 +106,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
   add_fit_flags(cmd, f.fit);
-  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line");
+  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line, a DeepSpeed JSON, a torchtitan "
+                  "TOML, an axolotl / LLaMA-Factory YAML");
   f.command = cmd;
 }
 
@@ -212,9 +214,9 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
     config = std::move(*read);
     const bool model_given = f.model_option->count() > 0 || !f.params.empty();
     if (!config->model && !model_given)
-      return fail(Error{fmt::format("{} does not describe the model (no --num-layers/--hidden-size); add --model "
-                                    "PRESET|config.json",
-                                    f.from)});
+      return fail(Error{fmt::format("{} does not describe the model ({}); add --model PRESET|config.json", f.from,
+                                    config->model_from.empty() ? "no --num-layers/--hidden-size"
+                                                               : config->model_from.back())});
     if (config->model && model_given)
       fmt::print(stderr, "actmem: warning: the model comes from --model/--params; the architecture in {} is not used\n",
                  f.from);
@@ -230,15 +232,38 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
     return print_with_fit(*prepared, *report, f.fit, f.json,
                           f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
                                                                                       : render_table(*report));
+  // A Megatron-LM job: Megatron's own theoretical memory report beside actmem's (megatron_theory.h).
+  std::optional<MegatronTheoreticalMemory> megatron;
+  std::vector<std::string> comparison;
+  if (config && config->format == "megatron" && report->model) {
+    const bool micro_batches_given = std::any_of(config->settings.begin(), config->settings.end(),
+                                                 [](const ConfigSetting& s) { return s.option == "num_micro_batches"; });
+    auto m = megatron_theoretical_memory(*report->model, inputs->layout,
+                                         micro_batches_given ? std::optional<int64_t>(inputs->layout.parallel.num_micro_batches)
+                                                             : std::nullopt);
+    if (m) {
+      megatron = *m;
+      comparison = megatron_comparison(*m, *report);
+    }
+  }
   if (f.json) {
     auto j = report_json(*report);
     if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace
+    if (megatron)
+      j["megatron_theory"] = {{"weight_and_optimizer_mib", megatron->weight_and_optimizer_mib},
+                              {"activation_mib", megatron->activation_mib},
+                              {"total_mib", megatron->total_mib},
+                              {"parameters_on_most_loaded_shard", megatron->parameters_on_most_loaded_shard},
+                              {"bytes_per_parameter", megatron->bytes_per_parameter},
+                              {"activation_formula", megatron->activation_formula},
+                              {"comparison", comparison}};
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));
   } else {
     fmt::print("{}", render_table(*report));
   }
+  if (!f.json && !comparison.empty()) fmt::print("\n{}\n", fmt::join(comparison, "\n"));
   return 0;
 }
 
