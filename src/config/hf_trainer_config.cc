@@ -400,7 +400,8 @@ Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std:
                                          in.where("quantization_bit"), bits, quant_method, dtype));
     else {
       base = bits == 4 ? "nf4" : "int8";
-      base_src = in.where("quantization_bit") + (in.has("quantization_method") ? ", " + in.where("quantization_method") : "");
+      base_src = in.where("quantization_bit") + (in.has("quantization_method") ? ", " + in.where("quantization_method") : "") +
+                 (in.has("quantization_type") ? ", " + in.where("quantization_type") + " (fp4 and nf4 store alike)" : "");
     }
   }
   if (method == "qlora" && base != "nf4")
@@ -492,7 +493,7 @@ Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std:
         }
         set("double_quant", dq, dq_src);
       }
-    } else if (dtype != "fp32") {
+    } else {  // both tools load the model in the compute dtype (torch_dtype)
       set("base_weight_dtype", dtype, dtype_src + ": the frozen base loaded in the compute dtype");
     }
   }

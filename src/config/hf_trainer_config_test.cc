@@ -161,6 +161,12 @@ TEST(HfTrainerConfig, LlamaFactoryDeepSpeedPath) {
   // The DeepSpeed config's own warnings come along (not its "auto" ones: the YAML gives those values).
   for (const auto& w : c->warnings) EXPECT_EQ(w.find("\"auto\" is filled in"), std::string::npos) << w;
   EXPECT_FALSE(c->warnings.empty());
+  // LoRA is modelled up to ZeRO-2: the library refuses this layout rather than guess.
+  auto prepared = prepare(*c->model, s.workload);
+  ASSERT_TRUE(prepared);
+  auto r = explain(*prepared, s.layout);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("LoRA is modelled up to ZeRO-2"), std::string::npos) << r.error().message;
 }
 
 TEST(HfTrainerConfig, UnknownKeysAndModels) {

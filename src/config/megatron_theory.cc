@@ -166,4 +166,36 @@ std::vector<std::string> megatron_comparison(const MegatronTheoreticalMemory& m,
   return lines;
 }
 
+namespace {
+
+std::optional<MegatronTheoreticalMemory> theory_for(const TrainingConfig& config, const Report& report) {
+  if (config.format != "megatron" || report.model == nullptr) return std::nullopt;
+  const bool micro_batches_given = std::any_of(config.settings.begin(), config.settings.end(),
+                                               [](const ConfigSetting& s) { return s.option == "num_micro_batches"; });
+  auto m = megatron_theoretical_memory(*report.model, report.layout,
+                                       micro_batches_given ? std::optional<int64_t>(report.layout.parallel.num_micro_batches)
+                                                           : std::nullopt);
+  if (!m) return std::nullopt;
+  return *m;
+}
+
+}  // namespace
+
+std::vector<std::string> megatron_theory_lines(const TrainingConfig& config, const Report& report) {
+  auto m = theory_for(config, report);
+  return m ? megatron_comparison(*m, report) : std::vector<std::string>{};
+}
+
+nlohmann::json megatron_theory_json(const TrainingConfig& config, const Report& report) {
+  auto m = theory_for(config, report);
+  if (!m) return nullptr;
+  return {{"weight_and_optimizer_mib", m->weight_and_optimizer_mib},
+          {"activation_mib", m->activation_mib},
+          {"total_mib", m->total_mib},
+          {"parameters_on_most_loaded_shard", m->parameters_on_most_loaded_shard},
+          {"bytes_per_parameter", m->bytes_per_parameter},
+          {"activation_formula", m->activation_formula},
+          {"comparison", megatron_comparison(*m, report)}};
+}
+
 }  // namespace actmem

@@ -13,13 +13,16 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "model/model_spec.h"
 #include "policies/options.h"
 #include "util/expected.h"
 
 namespace actmem {
 
-struct Report;  // actmem.h
+struct Report;          // actmem.h
+struct TrainingConfig;  // training_config.h
 
 struct MegatronTheoreticalMemory {
   double parameters_on_most_loaded_shard = 0;  // Megatron's "Number of parameters in most loaded shard"
@@ -41,5 +44,15 @@ Expected<MegatronTheoreticalMemory> megatron_theoretical_memory(const ModelSpec&
 /// The side-by-side lines: Megatron's report, actmem's figure, and why they differ (each reason from
 /// the job: dtypes, recomputation, pipeline, logits, allowances).
 std::vector<std::string> megatron_comparison(const MegatronTheoreticalMemory& megatron, const Report& actmem);
+
+/// For a config read from a Megatron-LM script, the comparison a front end prints after its table:
+/// megatron_comparison() for the report's model and layout (micro-batches per step when the script
+/// gave them). Empty for other formats, a --params model, or a model Megatron's formula does not cover.
+std::vector<std::string> megatron_theory_lines(const TrainingConfig& config, const Report& report);
+
+/// The same as JSON, `megatron_theory` in --json: {weight_and_optimizer_mib, activation_mib, total_mib,
+/// parameters_on_most_loaded_shard, bytes_per_parameter, activation_formula, comparison: [lines]};
+/// null where megatron_theory_lines() is empty.
+nlohmann::json megatron_theory_json(const TrainingConfig& config, const Report& report);
 
 }  // namespace actmem

@@ -145,7 +145,17 @@ TEST(TorchtitanConfig, Llama3_405bNamesWhatItCannotHonour) {
   ASSERT_TRUE(c->model);
   EXPECT_EQ(c->model->layers[0].ffn, 53248);  // 4096·⌈int(1.2·43690)/4096⌉
   EXPECT_EQ(llama_params(126, 16384, 1024, 53248, 128256), 405'853'388'800);  // Llama 3.1 405B
-  EXPECT_EQ(report_of(*c->model, s).estimate.params.total(), 405'853'388'800);
+  s.layout.parallel.dp = 16;  // the file's note: "a preset for 128 H100 GPUs", over tp 8
+  const Report r = report_of(*c->model, s);
+  EXPECT_EQ(r.estimate.params.total(), 405'853'388'800);
+  TrainingSettings flags;
+  for (const auto& [name, value] : std::initializer_list<std::pair<std::string_view, OptionValue>>{
+           {"seq_len", int64_t{8192}}, {"micro_batch", int64_t{2}}, {"recompute", std::string("full")},
+           {"tp", int64_t{8}}, {"sp", true}, {"zero", int64_t{3}}, {"dp", int64_t{16}},
+           {"weight_dtype", std::string("fp32")}, {"attention", std::string("flash")}})
+    ASSERT_TRUE(set_training_option(flags, name, value));
+  const Report preset = report_of(load_model("llama-3.1-405b").value(), flags);
+  EXPECT_EQ(r.totals.total, preset.totals.total);
 }
 
 // debug_model.toml: selective_ac_option '2' wraps every 2nd block in full AC: 3 of the 6 layers.

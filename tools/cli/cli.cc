@@ -233,30 +233,11 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
                           f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
                                                                                       : render_table(*report));
   // A Megatron-LM job: Megatron's own theoretical memory report beside actmem's (megatron_theory.h).
-  std::optional<MegatronTheoreticalMemory> megatron;
-  std::vector<std::string> comparison;
-  if (config && config->format == "megatron" && report->model) {
-    const bool micro_batches_given = std::any_of(config->settings.begin(), config->settings.end(),
-                                                 [](const ConfigSetting& s) { return s.option == "num_micro_batches"; });
-    auto m = megatron_theoretical_memory(*report->model, inputs->layout,
-                                         micro_batches_given ? std::optional<int64_t>(inputs->layout.parallel.num_micro_batches)
-                                                             : std::nullopt);
-    if (m) {
-      megatron = *m;
-      comparison = megatron_comparison(*m, *report);
-    }
-  }
+  const std::vector<std::string> comparison = config ? megatron_theory_lines(*config, *report) : std::vector<std::string>{};
   if (f.json) {
     auto j = report_json(*report);
     if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace
-    if (megatron)
-      j["megatron_theory"] = {{"weight_and_optimizer_mib", megatron->weight_and_optimizer_mib},
-                              {"activation_mib", megatron->activation_mib},
-                              {"total_mib", megatron->total_mib},
-                              {"parameters_on_most_loaded_shard", megatron->parameters_on_most_loaded_shard},
-                              {"bytes_per_parameter", megatron->bytes_per_parameter},
-                              {"activation_formula", megatron->activation_formula},
-                              {"comparison", comparison}};
+    if (!comparison.empty()) j["megatron_theory"] = megatron_theory_json(*config, *report);
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));

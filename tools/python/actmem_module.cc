@@ -114,6 +114,8 @@ std::string estimate_json(const std::string& model, bool is_json, const std::str
   auto job = training_job(model, is_json, display_name, options, from_config);
   auto j = report_json(job.report);
   if (job.config) j["config"] = training_config_json(*job.config);  // as the CLI's --from adds it
+  if (job.config)  // a Megatron-LM script: Megatron's own report beside actmem's, as the CLI adds it
+    if (auto m = megatron_theory_json(*job.config, job.report); !m.is_null()) j["megatron_theory"] = m;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
