@@ -129,3 +129,4 @@ std::string render_explain(const Report& report);
 }  // namespace actmem
 
 #include "planner/plan.h"  // the planner: fit verdict, time model, layout search (after the API it builds on)
+#include "planner/machine.h"  // MachineOptions, to_machine(), fit_report_json(): the GPU a job runs on

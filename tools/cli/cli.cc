@@ -228,12 +228,20 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   if (!prepared) return fail(prepared.error());
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
-  if (f.fit.given())  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)
-    return print_with_fit(*prepared, *report, f.fit, f.json,
-                          f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
-                                                                                      : render_table(*report));
   // A Megatron-LM job: Megatron's own theoretical memory report beside actmem's (megatron_theory.h).
   const std::vector<std::string> comparison = config ? megatron_theory_lines(*config, *report) : std::vector<std::string>{};
+  if (f.fit.given()) {  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)
+    nlohmann::json extra = nlohmann::json::object();
+    if (config) extra["config"] = training_config_json(*config);
+    if (!comparison.empty()) extra["megatron_theory"] = megatron_theory_json(*config, *report);
+    const int code = print_with_fit(*prepared, *report, f.fit, f.json,
+                                    f.json ? std::string()
+                                    : output == TrainingOutput::kExplain ? render_explain(*report)
+                                                                         : render_table(*report),
+                                    extra);
+    if (code == 0 && !f.json && !comparison.empty()) fmt::print("\n{}\n", fmt::join(comparison, "\n"));
+    return code;
+  }
   if (f.json) {
     auto j = report_json(*report);
     if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace

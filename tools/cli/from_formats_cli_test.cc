@@ -65,6 +65,13 @@ TEST(FromFormatsCli, MegatronTheorySideBySide) {
   ASSERT_EQ(j.code, 0) << j.err;
   auto json = nlohmann::json::parse(j.out);
   EXPECT_NEAR(json["megatron_theory"]["total_mib"].get<double>(), 96200.67, 0.005);
+  // With --gpu the fit verdict joins them, and the file's echo stays in the JSON.
+  Result g = run("estimate --from " + kData + "megatron_llama3_8b.sh --gpu h200-141gb --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  auto gj = nlohmann::json::parse(g.out);
+  EXPECT_EQ(gj["config"]["format"], "megatron");
+  EXPECT_TRUE(gj["fit"].is_object());
+  EXPECT_NEAR(gj["megatron_theory"]["total_mib"].get<double>(), 96200.67, 0.005);
   // Not for other formats.
   Result t = run("estimate --from " + kData + "torchtitan_debug_model.toml");
   ASSERT_EQ(t.code, 0) << t.err;

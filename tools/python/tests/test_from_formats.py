@@ -51,3 +51,44 @@ def test_errors_match_the_cli(tmp_path):
         actmem.estimate(from_config=bad)
     assert str(e.value) == err.strip()[len("actmem: "):]
     assert 'unknown torchtitan key "training.micro_batch"' in str(e.value)
+
+
+# The fit verdict: the machine keywords are the CLI's fit flags (machine_options()).
+FIT_CASES = [
+    ("llama-3-8b", dict(dp=8), dict(gpu="h100-80gb")),
+    ("llama-3-70b", dict(seq_len=8192), dict(gpu="h100-80gb")),  # does not fit: "changes" too
+    ("llama-3-8b", dict(dp=8, zero=1), dict(gpu_memory="40GiB", fragmentation=0.1, cuda_context="1GiB",
+                                             nccl_per_group="128MiB")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FIT_CASES)))
+def test_fit_keywords_equal_cli(case):
+    model, options, machine = FIT_CASES[case]
+    flags = []
+    for k, v in {**options, **machine}.items():
+        flags += ["--" + k.replace("_", "-"), str(v)]
+    code, out, err = cli("estimate", "--model", model, *flags, "--json")
+    assert code == 0, err
+    got = actmem.estimate(model, **options, **machine)
+    assert got == json.loads(out)
+    assert "fit" in got and got["fit"]["capacity_bytes"] > 0
+    if case == 1:
+        assert got["fit"]["fits"] is False and got["fit"]["changes"]
+
+
+def test_fit_with_from_config_equals_cli():
+    path = os.path.join(DATA, "megatron_llama3_8b.sh")
+    code, out, err = cli("estimate", "--from", path, "--gpu", "h200-141gb", "--json")
+    assert code == 0, err
+    got = actmem.estimate(from_config=path, gpu="h200-141gb")
+    assert got == json.loads(out)
+    assert got["config"]["format"] == "megatron" and "megatron_theory" in got and "fit" in got
+
+
+def test_fit_errors_match_the_cli():
+    code, _, err = cli("estimate", "--model", "llama-3-8b", "--gpu-memory", "lots", "--json")
+    assert code == 2
+    with pytest.raises(ValueError) as e:
+        actmem.estimate("llama-3-8b", gpu_memory="lots")
+    assert str(e.value).replace("gpu_memory", "--gpu-memory") == err.strip()[len("actmem: "):]
