@@ -237,13 +237,25 @@ std::optional<std::filesystem::path> find_beside(const std::string& file, const 
 
 }  // namespace
 
+namespace {
+
+Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& name);
+
+}  // namespace
+
 Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std::string& name) {
-  YAML::Node root;
+  // yaml-cpp throws on a value of another shape than asked (a list where a name belongs): one line.
   try {
-    root = YAML::Load(std::string(text));
+    return read_yaml(YAML::Load(std::string(text)), name);
   } catch (const YAML::Exception& e) {
-    return Error{ErrorKind::kConfig, "", fmt::format("{}:{}: not YAML: {}", name, e.mark.line + 1, e.msg)};
+    return Error{ErrorKind::kConfig, "", fmt::format("{}:{}: not YAML of the expected shape: {}", name, e.mark.line + 1,
+                                                     e.msg)};
   }
+}
+
+namespace {
+
+Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& name) {
   if (!root.IsMap())
     return Error{ErrorKind::kConfig, "", fmt::format("{}: not a YAML mapping of training settings", name)};
   TrainingConfig cfg;
@@ -622,6 +634,8 @@ Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std:
   }
   return cfg;
 }
+
+}  // namespace
 
 #undef ACTMEM_TRY
 

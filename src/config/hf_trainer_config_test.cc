@@ -182,6 +182,10 @@ TEST(HfTrainerConfig, UnknownKeysAndModels) {
   auto qlora_without_4bit = read_hf_training_yaml("base_model: x/y\nadapter: qlora\nlora_r: 8\n", "q.yml");
   ASSERT_FALSE(qlora_without_4bit);
   EXPECT_NE(qlora_without_4bit.error().message.find("qlora needs load_in_4bit"), std::string::npos);
+  auto shape = read_hf_training_yaml("base_model: x/y\nlora_target_modules:\n  - {a: b}\nadapter: lora\nlora_r: 8\n", "s.yml");
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.error().message.find("s.yml:3: not YAML of the expected shape"), std::string::npos)
+      << shape.error().message;
   auto fsdp = read_hf_training_yaml("model_name_or_path: x/y\nper_device_train_batch_size: 4\nfsdp: full_shard auto_wrap\n"
                                     "optim: sgd\nmax_seq_length: 512\n",
                                     "f.yml");

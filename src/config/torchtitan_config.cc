@@ -233,8 +233,9 @@ Expected<TrainingConfig> read_torchtitan_toml(std::string_view text, const std::
                                guess ? fmt::format(" (did you mean \"{}\"?)", *guess) : "")};
     }
     if (rule->use == Use::kSection) {
-      if (const auto* t = node->as_table())
-        for (auto&& [k, v] : *t) todo.emplace_back(path + "." + std::string(k.str()), &v);
+      const auto* t = node->as_table();
+      if (!t) return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a table [{}]", in.where(path, *node), path)};
+      for (auto&& [k, v] : *t) todo.emplace_back(path + "." + std::string(k.str()), &v);
     } else if (rule->use == Use::kRead) {
       in.keep(path, *node);
     } else if (rule->use == Use::kNotModelled && !is_off(*node)) {

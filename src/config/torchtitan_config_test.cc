@@ -197,6 +197,9 @@ TEST(TorchtitanConfig, UnknownKeysAndFlavors) {
             "parallelism.tensor_paralel_degree = 2 (t.toml:2): unknown torchtitan key "
             "\"parallelism.tensor_paralel_degree\" (did you mean \"parallelism.tensor_parallel_degree\"?); actmem cannot "
             "tell whether it changes memory (remove it from the file, or give the job as actmem flags)");
+  auto not_table = read_torchtitan_toml("parallelism = 4\n", "n.toml");
+  ASSERT_FALSE(not_table);
+  EXPECT_EQ(not_table.error().message, "parallelism = 4 (n.toml:1): expected a table [parallelism]");
   // Keys of tables without memory effect pass whatever they are.
   auto free = read_torchtitan_toml("[metrics]\nanything = 1\n[model]\nname = \"qwen3\"\nflavor = \"0.6B\"\n", "q.toml");
   ASSERT_TRUE(free) << free.error().message;
