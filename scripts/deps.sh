@@ -2,6 +2,7 @@
 # Installs actmem's build and test dependencies from Debian 12 (as root). Skips apt when all are present.
 set -euo pipefail
 packages=(cmake ninja-build g++ make nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
+          libtomlplusplus-dev libyaml-cpp-dev
           python3 python3-torch
           pybind11-dev python3-pybind11 python3-pytest python3-dev python3-setuptools python3-wheel python3-venv)
 [ "${ACTMEM_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)

@@ -137,25 +137,15 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-struct Machine {
-  std::string name;
-  Bytes capacity{0};
-  Allowances allowances;
-  Cluster cluster;
-};
-
-/// The GPU as the CLI's --gpu NAME takes it (default allowances, 8 GPUs per node).
+/// The GPU as the CLI's --gpu NAME takes it: the library's to_machine() with the CLI's defaults
+/// (allowances, 8 GPUs per node).
 Expected<std::optional<Machine>> request_machine(const json& req) {
-  const std::string gpu = req.value("gpu", std::string());
-  if (gpu.empty()) return std::optional<Machine>{};
-  auto spec = find_gpu(gpu);
-  if (!spec) return spec.error();
-  Machine m;
-  m.name = std::string(spec->name);
-  m.capacity = spec->total;
-  m.cluster = cluster_for(*spec, 8);
-  m.cluster.gpus_per_node = 8;
-  return std::optional<Machine>{m};
+  MachineOptions o;
+  o.gpu = req.value("gpu", std::string());
+  if (o.gpu.empty()) return std::optional<Machine>{};
+  auto m = to_machine(o);
+  if (!m) return m.error();
+  return std::optional<Machine>{*m};
 }
 
 /// One point of a sweep: the engine's peak (with the allowances when a GPU is given), or null when
@@ -263,7 +253,7 @@ std::string estimate(const std::string& request) {
   auto gpu = request_machine(req);
   if (!gpu) return failure(gpu.error(), "gpu");
   json j = report_json(*report);
-  if (*gpu) add_fit_json(j, prepared->model, *report, (*gpu)->name, (*gpu)->capacity, (*gpu)->allowances, (*gpu)->cluster);
+  if (*gpu) add_fit_json(j, prepared->model, *report, (*gpu)->gpu_name, (*gpu)->capacity, (*gpu)->allowances, (*gpu)->cluster);
   json out{{"ok", true}, {"json", j.dump(2)}, {"stages", stages_json(*report, *gpu)}, {"peak_stage", report->totals.peak_stage}};
   if (req.value("sweep", false)) out["sweep"] = sweeps(prepared->model, prepared->settings.layout, *gpu);
   out["ms"] = ms_since(t0);
@@ -358,7 +348,7 @@ std::string plan_request(const std::string& request) {
   if (!text("grad_dtype", "").empty()) prefix += " --grad-dtype " + text("grad_dtype", "");
   if (text("optimizer", "adamw") != "adamw") prefix += " --optimizer " + text("optimizer", "");
   json out{{"ok", true},
-           {"json", plan_json(*result, p, prepared->model.name(), (*gpu)->name, prefix, " --gpu " + (*gpu)->name).dump(2)}};
+           {"json", plan_json(*result, p, prepared->model.name(), (*gpu)->gpu_name, prefix, " --gpu " + (*gpu)->gpu_name).dump(2)}};
   out["ms"] = ms_since(t0);
   return out.dump();
 }

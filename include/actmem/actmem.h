@@ -27,6 +27,7 @@
 #include "util/expected.h"
 #include "serve/gpu_catalog.h"
 #include "config/training_config.h"  // load_training_config(): a Megatron-LM launch script as input
+#include "config/megatron_theory.h"  // megatron_theoretical_memory(): Megatron's own report, side by side
 #include "model/hf_config.h"  // parse_hf_config(): a config.json given as text
 #include "model/model_spec.h"
 #include "policies/options.h"
@@ -140,3 +141,4 @@ std::string render_explain(const Report& report);
 
 #include "planner/plan.h"  // the planner: fit verdict, time model, layout search (after the API it builds on)
 #include "planner/plan_json.h"  // fit_json(), plan_json(): the planner's JSON every front end shares
+#include "planner/machine.h"  // MachineOptions, to_machine(), fit_report_json(): the GPU a job runs on

@@ -14,8 +14,12 @@ Expected<TrainingConfig> load_training_config(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
+  auto ends_with = [&path](std::string_view ext) { return path.size() >= ext.size() && path.ends_with(ext); };
+  if (ends_with(".toml")) return read_torchtitan_toml(text, path);
+  if (ends_with(".yaml") || ends_with(".yml")) return read_hf_training_yaml(text, path);
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return read_deepspeed_config(text, path);
+  if (first != std::string::npos && text[first] == '[') return read_torchtitan_toml(text, path);  // a TOML table
   return read_megatron_args(text, path);
 }
 

@@ -30,7 +30,7 @@ struct ConfigSetting {
 };
 
 struct TrainingConfig {
-  std::string format;                 // "megatron" or "deepspeed"
+  std::string format;                 // "megatron", "deepspeed", "torchtitan", "axolotl", "llama-factory", "hf-trainer"
   std::optional<ModelSpec> model;     // when the config gives the architecture
   std::vector<std::string> model_from;  // how the architecture was read, one line per fact
   std::vector<ConfigSetting> settings;
@@ -47,8 +47,20 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
 /// A DeepSpeed config JSON: ZeRO stage, offload, micro-batch, precision, optimizer. No model.
 Expected<TrainingConfig> read_deepspeed_config(std::string_view json_text, const std::string& name);
 
-/// A config file by its content: a DeepSpeed config (a JSON object) or a Megatron-LM launch script
-/// or argument line.
+/// A torchtitan job config (TOML, torchtitan/config/job_config.py): model name and flavor (llama3's
+/// "debugmodel", "8B", "70B", "405B" are known), parallelism.*, activation_checkpoint.*, training.*.
+/// Keys it leaves out take torchtitan's defaults, echoed as such.
+Expected<TrainingConfig> read_torchtitan_toml(std::string_view text, const std::string& name);
+
+/// An HF TrainingArguments-style YAML as axolotl and LLaMA-Factory write it (per_device_train_batch_size
+/// or micro_batch_size, gradient_checkpointing, bf16, optim, adapter lora/qlora, deepspeed JSON path).
+/// The model is matched to a preset by its repo name (base_model / model_name_or_path) when it can be.
+/// `name` is the file's path: a deepspeed path is looked up beside it too.
+Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std::string& name);
+
+/// A config file by its extension and content: .toml (torchtitan), .yaml/.yml (axolotl, LLaMA-Factory),
+/// a JSON object (a DeepSpeed config), else a
+/// Megatron-LM launch script or argument line.
 Expected<TrainingConfig> load_training_config(const std::string& path);
 
 /// Sets the config's options on `settings` (a front end then sets its own on top). An option the

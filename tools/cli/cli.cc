@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,7 +117,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
   add_fit_flags(cmd, f.fit);
-  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line");
+  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line, a DeepSpeed JSON, a torchtitan "
+                  "TOML, an axolotl / LLaMA-Factory YAML");
   f.command = cmd;
 }
 
@@ -227,9 +229,9 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
     config = std::move(*read);
     const bool model_given = f.model_option->count() > 0 || !f.params.empty();
     if (!config->model && !model_given)
-      return fail(Error{fmt::format("{} does not describe the model (no --num-layers/--hidden-size); add --model "
-                                    "PRESET|config.json",
-                                    f.from)});
+      return fail(Error{fmt::format("{} does not describe the model ({}); add --model PRESET|config.json", f.from,
+                                    config->model_from.empty() ? "no --num-layers/--hidden-size"
+                                                               : config->model_from.back())});
     if (config->model && model_given)
       fmt::print(stderr, "actmem: warning: the model comes from --model/--params; the architecture in {} is not used\n",
                  f.from);
@@ -241,19 +243,31 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   if (!prepared) return fail(prepared.error());
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
-  if (f.fit.given())  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)
-    return print_with_fit(*prepared, *report, f.fit, f.json,
-                          f.json ? std::string() : output == TrainingOutput::kExplain ? render_explain(*report)
-                                                                                      : render_table(*report));
+  // A Megatron-LM job: Megatron's own theoretical memory report beside actmem's (megatron_theory.h).
+  const std::vector<std::string> comparison = config ? megatron_theory_lines(*config, *report) : std::vector<std::string>{};
+  if (f.fit.given()) {  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)
+    nlohmann::json extra = nlohmann::json::object();
+    if (config) extra["config"] = training_config_json(*config);
+    if (!comparison.empty()) extra["megatron_theory"] = megatron_theory_json(*config, *report);
+    const int code = print_with_fit(*prepared, *report, f.fit, f.json,
+                                    f.json ? std::string()
+                                    : output == TrainingOutput::kExplain ? render_explain(*report)
+                                                                         : render_table(*report),
+                                    extra);
+    if (code == 0 && !f.json && !comparison.empty()) fmt::print("\n{}\n", fmt::join(comparison, "\n"));
+    return code;
+  }
   if (f.json) {
     auto j = report_json(*report);
     if (config) j["config"] = training_config_json(*config);  // a file's bytes need not be UTF-8: replace
+    if (!comparison.empty()) j["megatron_theory"] = megatron_theory_json(*config, *report);
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else if (output == TrainingOutput::kExplain) {
     fmt::print("{}", render_explain(*report));
   } else {
     fmt::print("{}", render_table(*report));
   }
+  if (!f.json && !comparison.empty()) fmt::print("\n{}\n", fmt::join(comparison, "\n"));
   return 0;
 }
 

@@ -15,15 +15,6 @@ namespace {
 
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.gib()); }
 
-Expected<Bytes> size_flag(const char* flag, const std::string& text, Bytes fallback) {
-  if (text.empty()) return fallback;
-  if (text == "0") return Bytes{0};  // an allowance switched off, as --reserve 0
-  auto b = parse_size(text);
-  if (!b) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: {}", flag, text, b.error().message)};
-  if (*b < Bytes{0}) return Error{ErrorKind::kInvalid, "", fmt::format("{} {}: must not be negative", flag, text)};
-  return *b;
-}
-
 std::string render_fit(const Totals& t, const FitVerdict& v, const Machine& m, int64_t pp) {
   TextTable table;
   const auto row = [&](std::string label, Bytes b, std::string note) {
@@ -80,64 +71,15 @@ void add_fit_flags(CLI::App* cmd, FitFlags& f) {
                   "fraction of link bandwidth NCCL reaches (default 0.8)");
 }
 
-Expected<Machine> to_machine(const FitFlags& f) {
-  Machine m;
-  if (!f.gpu.empty()) {
-    auto gpu = find_gpu(f.gpu);
-    if (!gpu) return gpu.error();
-    m.gpu_name = std::string(gpu->name);
-    m.capacity = gpu->total;
-    m.cluster = cluster_for(*gpu, f.gpus_per_node);
-    m.has_speeds = gpu->bf16_flops > 0 && gpu->link_bandwidth > 0;
-  }
-  m.cluster.gpus_per_node = f.gpus_per_node;
-  if (f.gpus_per_node < 1 || f.gpus_per_node > 1024)
-    return Error{ErrorKind::kInvalid, "gpus_per_node", fmt::format("@gpus_per_node {}: use 1..1024", f.gpus_per_node)};
-  if (!f.gpu_memory.empty()) {
-    auto b = parse_size(f.gpu_memory);
-    if (!b) return Error{ErrorKind::kInvalid, "gpu_memory", "@gpu_memory " + f.gpu_memory + ": " + b.error().message};
-    if (*b <= Bytes{0}) return Error{ErrorKind::kInvalid, "gpu_memory", "@gpu_memory must be positive, e.g. 80GiB"};
-    m.capacity = *b;
-  }
-  auto ctx = size_flag("--cuda-context", f.cuda_context, Bytes{kDefaultCudaContextBytes});
-  if (!ctx) return ctx.error();
-  auto nccl = size_flag("--nccl-per-group", f.nccl_per_group, Bytes{kDefaultNcclBytesPerGroup});
-  if (!nccl) return nccl.error();
-  m.allowances.cuda_context = *ctx;
-  m.allowances.nccl_per_group = *nccl;
-  if (f.fragmentation) {
-    if (!(*f.fragmentation >= 0 && *f.fragmentation < 1))
-      return Error{ErrorKind::kInvalid, "fragmentation",
-                   fmt::format("@fragmentation {}: a fraction of the peak in [0, 1), e.g. 0.05", *f.fragmentation)};
-    m.allowances.fragmentation = *f.fragmentation;
-  }
-  const struct {
-    const char* field;
-    const std::optional<double>& value;
-    double* into;
-    double scale, hi;
-  } speeds[] = {
-      {"inter_node_bandwidth", f.inter_node_gbps, &m.cluster.inter_node_bandwidth, 1e9, 1e6},
-      {"compute_efficiency", f.compute_efficiency, &m.cluster.compute_efficiency, 1, 1},
-      {"collective_efficiency", f.collective_efficiency, &m.cluster.collective_efficiency, 1, 1},
-  };
-  for (const auto& s : speeds)
-    if (s.value) {
-      if (!(*s.value > 0 && *s.value <= s.hi))
-        return Error{ErrorKind::kInvalid, s.field, fmt::format("@{} {}: use a value in (0, {}]", s.field, *s.value, s.hi)};
-      *s.into = *s.value * s.scale;
-    }
-  return m;
-}
-
 int print_with_fit(const PreparedModel& model, const Report& report, const FitFlags& f, bool json,
-                   const std::string& rendered) {
+                   const std::string& rendered, const nlohmann::json& extra) {
   auto machine = to_machine(f);
   if (!machine) return report_error(machine.error());
   if (json) {
-    auto j = report_json(report);
-    add_fit_json(j, model, report, machine->gpu_name, machine->capacity, machine->allowances, machine->cluster);
-    fmt::print("{}\n", j.dump(2));
+    auto j = fit_report_json(model, report, *machine);
+    if (extra.is_object())
+      for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   const FitVerdict v = check_fit(report.totals, report.layout.parallel, machine->capacity, machine->allowances);

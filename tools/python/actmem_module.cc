@@ -80,7 +80,14 @@ ModelSpec load(const std::string& model, bool is_json, const std::string& displa
 struct TrainingJob {
   std::optional<TrainingConfig> config;
   Report report;
+  MachineOptions machine;  // gpu=, gpu_memory=, ...: the fit verdict, as the CLI's --gpu adds it
 };
+
+bool is_machine_option(const std::string& name) {
+  for (const auto& o : machine_options())
+    if (o.name == name) return true;
+  return false;
+}
 
 TrainingJob training_job(const std::string& model, bool is_json, const std::string& display_name,
                          const py::dict& options, const std::string& from_config) {
@@ -92,7 +99,11 @@ TrainingJob training_job(const std::string& model, bool is_json, const std::stri
   }
   for (const auto& [key, value] : options) {
     const auto name = key.cast<std::string>();
-    if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) raise(ok.error());
+    if (is_machine_option(name)) {
+      if (auto ok = set_machine_option(job.machine, name, option_value(name, value)); !ok) raise(ok.error());
+    } else if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) {
+      raise(ok.error());
+    }
   }
   if (auto ok = check_options(settings.workload, settings.layout); !ok) raise(ok.error());
   ModelSpec spec;
@@ -112,14 +123,26 @@ TrainingJob training_job(const std::string& model, bool is_json, const std::stri
 std::string estimate_json(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
                           const std::string& from_config) {
   auto job = training_job(model, is_json, display_name, options, from_config);
-  auto j = report_json(job.report);
+  nlohmann::json j;
+  if (job.machine.given()) {  // as `estimate --gpu ... --json`: the fit verdict and what to change
+    const Machine machine = value_or_raise(to_machine(job.machine));
+    j = fit_report_json(job.report.source, job.report, machine);
+  } else {
+    j = report_json(job.report);
+  }
   if (job.config) j["config"] = training_config_json(*job.config);  // as the CLI's --from adds it
+  if (job.config)  // a Megatron-LM script: Megatron's own report beside actmem's, as the CLI adds it
+    if (auto m = megatron_theory_json(*job.config, job.report); !m.is_null()) j["megatron_theory"] = m;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string explain_text(const std::string& model, bool is_json, const std::string& display_name, const py::dict& options,
                          const std::string& from_config) {
-  return render_explain(training_job(model, is_json, display_name, options, from_config).report);
+  auto job = training_job(model, is_json, display_name, options, from_config);
+  if (job.machine.given())
+    raise(Error{ErrorKind::kIncompatible, "gpu", "explain_text() is the derivation alone; the fit verdict for @gpu is in "
+                                                 "estimate(..., gpu=...)[\"fit\"]"});
+  return render_explain(job.report);
 }
 
 std::string serve_json_text(const std::string& model, bool is_json, const std::string& display_name,
@@ -164,6 +187,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
   m.def("training_options", [] { return option_names(actmem::training_options()); });
   m.def("serve_options", [] { return option_names(actmem::serve_options()); });
+  m.def("machine_options", [] { return option_names(actmem::machine_options()); });
   m.def("presets", [] {
     py::list out;
     for (const auto& p : actmem::list_presets()) out.append(std::string(p.name));

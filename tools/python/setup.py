@@ -28,7 +28,10 @@ setup(
             "actmem._native",
             [os.path.join(HERE, "actmem_module.cc"), *library],
             include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "src")],
-            libraries=["fmt"],
+            # yaml-cpp and toml++ (Debian libyaml-cpp-dev, libtomlplusplus-dev) read the --from configs;
+            # toml++ is linked as the shared library Debian ships, as CMake's target links it.
+            libraries=["fmt", "yaml-cpp", "tomlplusplus"],
+            define_macros=[("TOML_HEADER_ONLY", "0"), ("TOML_SHARED_LIB", "1")],
             cxx_std=20,
         )
     ],

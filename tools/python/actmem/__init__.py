@@ -14,7 +14,8 @@ import os as _os
 
 from . import _native
 
-__all__ = ["estimate", "explain", "explain_text", "serve", "presets", "training_options", "serve_options"]
+__all__ = ["estimate", "explain", "explain_text", "serve", "presets", "training_options", "serve_options",
+           "machine_options"]
 
 
 def _model(model):
@@ -41,8 +42,11 @@ def _training(model, from_config):
 
 def estimate(model=None, *, from_config=None, **options):
     """Peak training memory per GPU, as `actmem estimate --json` prints it (a dict).
-    from_config: a Megatron-LM launch script or argument line, as the CLI's --from; its settings come
-    first, keywords override them, and the dict gains "config" (every setting with its source, warnings)."""
+    from_config: a training config, as the CLI's --from reads it (a Megatron-LM script or argument
+    line, a DeepSpeed JSON, a torchtitan TOML, an axolotl / LLaMA-Factory YAML); its settings come
+    first, keywords override them, and the dict gains "config" (every setting with its source, warnings).
+    The machine keywords (machine_options(): gpu="h100-80gb", gpu_memory="80GiB", cuda_context=, ...)
+    add the fit verdict, dict["fit"], as `--gpu` does."""
     model, is_json, name, path = _training(model, from_config)
     return _json.loads(_native.estimate_json(model, is_json, name, options, path))
 
@@ -72,6 +76,11 @@ def presets():
 def training_options():
     """{keyword: help} for estimate() and explain()."""
     return dict(_native.training_options())
+
+
+def machine_options():
+    """{keyword: help} for the GPU a job runs on (estimate()'s fit verdict)."""
+    return dict(_native.machine_options())
 
 
 def serve_options():

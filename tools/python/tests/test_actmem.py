@@ -231,14 +231,14 @@ def test_unknown_model():
 
 
 def test_option_tables_list_the_cli_flags():
-    # Every estimate flag of the CLI but --model/--params/--json is a keyword, and no more. The fit
-    # verdict's flags (--gpu and its allowances, the planner's machine) are not keywords yet: the
-    # module returns the estimate without a fit verdict.
+    # Every estimate flag of the CLI but --model/--params/--json is a keyword, and no more: the training
+    # options, and the fit verdict's machine (--gpu and its allowances, the planner's machine).
     _, help_text, _ = cli("estimate", "--help")
     fit = {"gpu", "gpu-memory", "cuda-context", "nccl-per-group", "fragmentation", "gpus-per-node",
            "inter-node-bandwidth", "compute-efficiency", "collective-efficiency"}
     flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "params", "json", "from"} - fit
     assert set(actmem.training_options()) == {f.replace("-", "_") for f in flags}
+    assert set(actmem.machine_options()) == {f.replace("-", "_") for f in fit}
     _, help_text, _ = cli("serve", "--help")
     flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
     assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags}
