@@ -498,7 +498,15 @@ Expected<TrainingConfig> read_torchtitan_toml(std::string_view text, const std::
       option = o;
     }
     const std::string option_src = given_or_default("activation_checkpoint.selective_ac_option", "\"2\"");
-    if (titan) {
+    if (option != "op") {  // a layer period N >= 1
+      int64_t every = 0;
+      const auto [end, ec] = std::from_chars(option.data(), option.data() + option.size(), every);
+      if (ec != std::errc{} || end != option.data() + option.size() || every < 1)
+        return Error{ErrorKind::kConfig, "", fmt::format("{}: use \"op\" or a whole number N >= 1 (every N-th layer "
+                                                         "checkpointed)",
+                                                         option_src)};
+    }
+    if (titan) {  // torchtitan's own modes (--selective-ac-option): per op, or every N-th block
       set("recompute", std::string("selective"), mode_src);
       set("selective_ac_option", option, option_src);
     } else if (option == "op") {

@@ -65,8 +65,11 @@ TEST(TorchtitanConfig, Llama3_8b) {
   EXPECT_EQ(find(*c, "zero")->source,
             "parallelism.data_parallel_shard_degree = -1 (" + kData +
                 "torchtitan_llama3_8b.toml:39): FSDP (weights resharded after forward)");
-  EXPECT_EQ(warned(*c), (std::vector<std::string>{kData + "torchtitan_llama3_8b.toml:", "parallelism.data_parallel_shard_degree",
-                                                  "activation_checkpoint.selective_ac_option"}));
+  // FSDP alone: torchtitan's own rules (--framework torchtitan), its per-op SAC as the file asks.
+  EXPECT_EQ(s.workload.framework, Framework::kTorchtitan);
+  EXPECT_EQ(s.layout.recompute, Recompute::kSelective);
+  EXPECT_EQ(s.layout.selective_ac_every, 0);  // "op"
+  EXPECT_EQ(warned(*c), (std::vector<std::string>{"parallelism.data_parallel_shard_degree"}));
 
   ASSERT_TRUE(c->model);
   const ModelSpec& m = *c->model;
@@ -89,12 +92,15 @@ TEST(TorchtitanConfig, Llama3_8b) {
   // The bytes: the same job as flags on the llama-3.1-8b preset (its config.json has the same shapes).
   TrainingSettings flags;
   for (const auto& [name, value] : std::initializer_list<std::pair<std::string_view, OptionValue>>{
-           {"seq_len", int64_t{8192}}, {"recompute", std::string("selective")}, {"zero", int64_t{3}},
-           {"dp", int64_t{64}}, {"weight_dtype", std::string("fp32")}, {"attention", std::string("flash")}})
+           {"seq_len", int64_t{8192}}, {"framework", std::string("torchtitan")},
+           {"recompute", std::string("selective")}, {"selective_ac_option", std::string("op")},
+           {"dp", int64_t{64}}, {"attention", std::string("flash")}})
     ASSERT_TRUE(set_training_option(flags, name, value));
   const Report preset = report_of(load_model("llama-3.1-8b").value(), flags);
   EXPECT_EQ(r.totals.total, preset.totals.total);
+  // Per-op SAC keeps 497 MiB per block at 8k (src/engine/torchtitan_test.cc, by hand).
   EXPECT_EQ(r.totals.activations, preset.totals.activations);
+  EXPECT_EQ(r.totals.activations, 21'013'626'880);
 }
 
 TEST(TorchtitanConfig, Llama3_70b) {
@@ -137,11 +143,13 @@ TEST(TorchtitanConfig, Llama3_405bNamesWhatItCannotHonour) {
   EXPECT_EQ(s.layout.micro_batch, 2);
   EXPECT_EQ(s.layout.parallel.tp, 8);
   EXPECT_EQ(s.layout.recompute, Recompute::kFull);
+  // TP 8: torchtitan's rules are modelled for FSDP alone, so HF's Llama rules count it (a warning).
+  EXPECT_EQ(s.workload.framework, Framework::kHF);
   EXPECT_EQ(warned(*c), (std::vector<std::string>{"compile.enable", "parallelism.enable_async_tensor_parallel",
                                                   "quantize.linear.float8.enable_fsdp_float8_all_gather",
-                                                  kData + "torchtitan_llama3_405b.toml:", "model.converters",
-                                                  "parallelism.data_parallel_shard_degree"}));
-  EXPECT_NE(c->warnings[4].find("float8 linears"), std::string::npos);
+                                                  "model.converters", "parallelism.data_parallel_shard_degree",
+                                                  kData + "torchtitan_llama3_405b.toml:"}));
+  EXPECT_NE(c->warnings[3].find("float8 linears"), std::string::npos);
   ASSERT_TRUE(c->model);
   EXPECT_EQ(c->model->layers[0].ffn, 53248);  // 4096·⌈int(1.2·43690)/4096⌉
   EXPECT_EQ(llama_params(126, 16384, 1024, 53248, 128256), 405'853'388'800);  // Llama 3.1 405B
@@ -166,11 +174,13 @@ TEST(TorchtitanConfig, DebugModelEveryNthLayer) {
   ASSERT_TRUE(apply_training_config(*c, s));
   EXPECT_EQ(s.layout.seq_len, 2048);
   EXPECT_EQ(s.layout.micro_batch, 8);
-  EXPECT_EQ(s.layout.recompute, Recompute::kFull);
-  EXPECT_EQ(s.layout.recompute_layers, 3);
-  EXPECT_EQ(find(*c, "recompute_layers")->source,
-            "every 2-th of 6 layers per stage checkpointed: 3 layers recomputed, from "
+  // FSDP alone: torchtitan's own "every 2nd block checkpointed" (--selective-ac-option 2).
+  EXPECT_EQ(s.workload.framework, Framework::kTorchtitan);
+  EXPECT_EQ(s.layout.recompute, Recompute::kSelective);
+  EXPECT_EQ(s.layout.selective_ac_every, 2);
+  EXPECT_EQ(find(*c, "selective_ac_option")->source,
             "activation_checkpoint.selective_ac_option = \"2\" (" + kData + "torchtitan_debug_model.toml:65)");
+  s.layout.parallel.dp = 8;  // data_parallel_shard_degree -1: the GPUs the job gets
   ASSERT_TRUE(c->model);
   const ModelSpec& m = *c->model;
   EXPECT_EQ(m.hidden, 256);
@@ -181,11 +191,11 @@ TEST(TorchtitanConfig, DebugModelEveryNthLayer) {
   const Report r = report_of(m, s);
   EXPECT_EQ(r.estimate.params.total(), llama_params(6, 256, 256, 768, 2048));
   EXPECT_EQ(r.estimate.params.total(), 6'163'712);
-  // Three layers keep only their input, three keep everything: between all-full and none.
+  // Blocks 2, 4, 6 keep only their input, 1, 3, 5 everything: between all-full and none.
   TrainingSettings none = s, full = s;
   ASSERT_TRUE(set_training_option(none, "recompute", std::string("none")));
-  none.layout.recompute_layers = -1;
-  full.layout.recompute_layers = -1;
+  ASSERT_TRUE(set_training_option(full, "recompute", std::string("full")));
+  none.layout.selective_ac_every = full.layout.selective_ac_every = 0;
   const Report r_none = report_of(m, none), r_full = report_of(m, full);
   EXPECT_EQ(r.totals.activations - r_full.totals.activations, 3 * (r_none.totals.per_layer - r_full.totals.per_layer));
 }

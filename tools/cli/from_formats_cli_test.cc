@@ -73,7 +73,7 @@ TEST(FromFormatsCli, MegatronTheorySideBySide) {
   EXPECT_TRUE(gj["fit"].is_object());
   EXPECT_NEAR(gj["megatron_theory"]["total_mib"].get<double>(), 96200.67, 0.005);
   // Not for other formats.
-  Result t = run("estimate --from " + kData + "torchtitan_debug_model.toml");
+  Result t = run("estimate --from " + kData + "torchtitan_debug_model.toml --dp 8");
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_EQ(t.out.find("Megatron-LM's theoretical memory"), std::string::npos);
 }
