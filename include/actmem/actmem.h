@@ -141,4 +141,5 @@ std::string render_explain(const Report& report);
 
 #include "planner/plan.h"  // the planner: fit verdict, time model, layout search (after the API it builds on)
 #include "planner/plan_json.h"  // fit_json(), plan_json(): the planner's JSON every front end shares
-#include "planner/machine.h"  // MachineOptions, to_machine(), fit_report_json(): the GPU a job runs on
+#include "planner/machine.h"  // MachineOptions, to_machine(), fit_report_json(): the GPU a job runs on (and, from it,
+                               // planner/plan_options.h: PlanOptions, to_plan_request(), `plan` as front ends take it)

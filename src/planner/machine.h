@@ -60,3 +60,7 @@ Expected<void> set_machine_option(MachineOptions& o, std::string_view name, cons
 nlohmann::json fit_report_json(const PreparedModel& model, const Report& report, const Machine& m);
 
 }  // namespace actmem
+
+// `plan` as front ends take it (PlanOptions, to_plan_request()): after the machine it holds, so that
+// every entry (actmem.h, machine.h, plan_options.h) sees MachineOptions first.
+#include "planner/plan_options.h"

@@ -97,68 +97,12 @@ int print_with_fit(const PreparedModel& model, const Report& report, const FitFl
 
 namespace {
 
+/// `plan`'s flags: the library's PlanOptions (shared with Python's actmem.plan()) and what only the CLI has.
 struct PlanFlags {
-  std::string model = "llama-3-70b";
-  std::string framework = "megatron";
-  std::string attention = "flash";
-  std::string dtype = "bf16";
-  std::string weight_dtype = "bf16";
-  std::string grad_dtype;
-  std::string optimizer = "adamw";
-  int64_t gpus = 0;
-  int64_t seq_len = 8192;
-  std::optional<int64_t> global_batch, global_batch_tokens;
-  std::optional<int64_t> tp, pp, vpp, cp, ep, dp, micro_batch;
-  std::optional<int> zero;
-  std::string recompute;
-  bool sp = false, offload = false;
-  int64_t max_tp = 0, max_pp = limits::kMaxPp, max_vpp = 8, max_cp = 64, max_ep = limits::kMaxEp, max_micro_batch = 16;
-  std::size_t top = 10;
+  PlanOptions o;
   std::string from;
   bool json = false, explain = false;
-  FitFlags fit;
 };
-
-Expected<Workload> to_workload(const PlanFlags& f) {
-  Workload w;
-  auto framework = kFrameworkNames.parse(f.framework);
-  if (!framework) return framework.error();
-  auto attention = kAttentionNames.parse(f.attention);
-  if (!attention) return attention.error();
-  auto optimizer = kOptimizerNames.parse(f.optimizer);
-  if (!optimizer) return optimizer.error();
-  auto dtype = parse_dtype(f.dtype);
-  auto weight = parse_dtype(f.weight_dtype);
-  auto grad = parse_dtype(f.grad_dtype.empty() ? f.weight_dtype : f.grad_dtype);
-  if (!dtype) return Error{"--dtype: " + dtype.error().message};
-  if (!weight) return Error{"--weight-dtype: " + weight.error().message};
-  if (!grad) return Error{"--grad-dtype: " + grad.error().message};
-  w.framework = *framework;
-  w.attention = *attention;
-  w.optimizer = *optimizer;
-  w.dtype = *dtype;
-  w.weight_dtype = *weight;
-  w.grad_dtype = *grad;
-  return w;
-}
-
-/// The workload flags every row's `actmem estimate` command repeats (non-defaults only).
-std::string workload_flags(const PlanFlags& f) {
-  std::string s = fmt::format("--model {} --framework {}", f.model, f.framework);
-  if (f.attention != "flash") s += " --attention " + f.attention;
-  if (f.dtype != "bf16") s += " --dtype " + f.dtype;
-  if (f.weight_dtype != "bf16") s += " --weight-dtype " + f.weight_dtype;
-  if (!f.grad_dtype.empty()) s += " --grad-dtype " + f.grad_dtype;
-  if (f.optimizer != "adamw") s += " --optimizer " + f.optimizer;
-  return s;
-}
-
-std::string machine_flags(const FitFlags& f) {
-  std::string s;
-  if (!f.gpu.empty()) s += " --gpu " + f.gpu;
-  if (!f.gpu_memory.empty()) s += " --gpu-memory " + f.gpu_memory;
-  return s;
-}
 
 std::string layout_summary(const Layout& l) {
   const auto& p = l.parallel;
@@ -190,11 +134,11 @@ std::string render_time(const PlannedLayout& pl, const Cluster& c) {
 int run_from(const PlanFlags& f) {
   auto args = parse_estimate_args(f.from);
   if (!args) return report_error(args.error());
-  FitFlags fit = args->fit.given() ? args->fit : f.fit;
+  FitFlags fit = args->fit.given() ? args->fit : f.o.machine;
   if (!fit.given()) return report_error(Error{"--from: give the GPU (--gpu NAME or --gpu-memory SIZE)"});
   auto machine = to_machine(fit);
   if (!machine) return report_error(machine.error());
-  const int64_t batch = f.global_batch.value_or(implied_global_batch(args->layout));
+  const int64_t batch = f.o.global_batch.value_or(implied_global_batch(args->layout));
   auto report = explain(args->model, args->layout);
   if (!report) return report_error(report.error());
   const FitVerdict v = check_fit(report->totals, args->layout.parallel, machine->capacity, machine->allowances);
@@ -232,67 +176,16 @@ int run_from(const PlanFlags& f) {
 
 int run_plan(const PlanFlags& f) {
   if (!f.from.empty()) return run_from(f);
-  auto workload = to_workload(f);
-  if (!workload) return report_error(workload.error());
-  if (!f.fit.given()) return report_error(Error{"--gpu: the planner needs a GPU, e.g. --gpu h100-80gb"});
-  if (f.fit.gpu.empty())
-    return report_error(Error{"--gpu: the time model needs the GPU's speeds from the catalog; give --gpu NAME "
-                              "(--gpu-memory may override its capacity)"});
-  auto machine = to_machine(f.fit);
-  if (!machine) return report_error(machine.error());
-  if (!machine->has_speeds)
-    return report_error(Error{fmt::format("--gpu {}: the catalog has no bf16 peak or link bandwidth for it", f.fit.gpu)});
-  if (f.gpus < 1) return report_error(Error{"--gpus: give the number of GPUs, e.g. --gpus 64"});
-  if (f.global_batch.has_value() == f.global_batch_tokens.has_value())
-    return report_error(Error{"--global-batch: give the global batch in sequences (--global-batch) or in tokens "
-                              "(--global-batch-tokens), one of them"});
-  int64_t batch = f.global_batch.value_or(0);
-  if (f.global_batch_tokens) {
-    if (f.seq_len < 1 || *f.global_batch_tokens % f.seq_len != 0 || *f.global_batch_tokens < f.seq_len)
-      return report_error(Error{fmt::format("--global-batch-tokens {}: must be a multiple of --seq-len {}",
-                                            *f.global_batch_tokens, f.seq_len)});
-    batch = *f.global_batch_tokens / f.seq_len;
-  }
-  auto loaded = load_model(f.model);
-  if (!loaded) return report_error(loaded.error());
-  loaded->name = f.model;
-  auto prepared = prepare(*loaded, *workload);
-  if (!prepared) return report_error(prepared.error());
-
-  PlanRequest req;
-  req.gpus = f.gpus;
-  req.seq_len = f.seq_len;
-  req.global_batch = batch;
-  req.capacity = machine->capacity;
-  req.allowances = machine->allowances;
-  req.cluster = machine->cluster;
-  req.tp = f.tp;
-  req.pp = f.pp;
-  req.vpp = f.vpp;
-  req.cp = f.cp;
-  req.ep = f.ep;
-  req.dp = f.dp;
-  req.micro_batch = f.micro_batch;
-  req.zero = f.zero;
-  if (!f.recompute.empty()) {
-    auto rc = kRecomputeNames.parse(f.recompute);
-    if (!rc) return report_error(rc.error());
-    req.recompute = *rc;
-  }
-  if (f.sp) req.sp = true;
-  if (f.offload) req.offload_optimizer = true;
-  req.max_tp = f.max_tp;
-  req.max_pp = f.max_pp;
-  req.max_vpp = f.max_vpp;
-  req.max_cp = f.max_cp;
-  req.max_ep = f.max_ep;
-  req.max_micro_batch = f.max_micro_batch;
-  req.keep = std::max<std::size_t>(f.top, 1);
-  auto result = plan(*prepared, req);
+  auto setup = to_plan_request(f.o);
+  if (!setup) return report_error(setup.error());
+  const PlanRequest& req = setup->request;
+  const Machine& machine = setup->machine;
+  const int64_t batch = req.global_batch;
+  auto result = plan(setup->model, req);
   if (!result) return report_error(result.error());
 
-  const std::string prefix = "actmem estimate " + workload_flags(f);
-  const std::string suffix = machine_flags(f.fit);
+  const std::string prefix = "actmem estimate " + setup->flags_prefix;
+  const std::string& suffix = setup->flags_suffix;
   const std::string search_line =
       fmt::format("{} layouts, {} valid, {} fit{}, searched in {:.1f} ms", group_digits(result->searched),
                   group_digits(result->valid), group_digits(result->fitting),
@@ -301,12 +194,12 @@ int run_plan(const PlanFlags& f) {
                       : std::string(),
                   result->search_ms);
   if (f.json) {
-    fmt::print("{}\n", plan_json(*result, req, f.model, machine->gpu_name, workload_flags(f), suffix).dump(2));
+    fmt::print("{}\n", plan_json(*result, *setup).dump(2));
     return result->fitting > 0 ? 0 : 2;
   }
   if (result->fitting == 0) {
     if (!result->closest) {
-      fmt::print("nothing fits: no valid layout of {} on {} GPUs ({}); {}\n", f.model, f.gpus, search_line,
+      fmt::print("nothing fits: no valid layout of {} on {} GPUs ({}); {}\n", f.o.model, f.o.gpus, search_line,
                  "relax the pins or bounds");
       return 2;
     }
@@ -315,8 +208,8 @@ int run_plan(const PlanFlags& f) {
                suffix, gib(c.fit.needed), gib(c.fit.capacity), search_line);
     return 2;
   }
-  fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", f.model, f.gpus,
-             machine->gpu_name, req.cluster.gpus_per_node, f.seq_len, batch, group_digits(batch * f.seq_len));
+  fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", f.o.model, f.o.gpus,
+             machine.gpu_name, req.cluster.gpus_per_node, f.o.seq_len, batch, group_digits(batch * f.o.seq_len));
   TextTable table;
   table.add_row({{"#"}, {"layout"}, {"ZeRO"}, {"recompute"}, {"b x m"}, {"GiB", true}, {"free", true},
                  {"step s", true}, {"tok/s", true}, {"MFU", true}, {"mostly"}});
@@ -383,39 +276,39 @@ int run_plan(const PlanFlags& f) {
 std::function<int()> add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   auto* cmd = app.add_subcommand("plan", "Which layout fits N GPUs and runs fastest; --from: what to change");
-  cmd->add_option("--model", f->model, "config.json path or preset name")->capture_default_str();
-  cmd->add_option("--framework", f->framework, "hf or megatron")->capture_default_str();
-  cmd->add_option("--attention", f->attention, "eager, sdpa or flash")->capture_default_str();
-  cmd->add_option("--dtype", f->dtype, "activation dtype")->capture_default_str();
-  cmd->add_option("--weight-dtype", f->weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
-  cmd->add_option("--grad-dtype", f->grad_dtype, "gradient dtype (default: weights')");
-  cmd->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
-  cmd->add_option("--gpus", f->gpus, "number of GPUs");
-  cmd->add_option("--seq-len", f->seq_len, "sequence length")->capture_default_str();
-  cmd->add_option("--global-batch", f->global_batch, "sequences per optimizer step");
-  cmd->add_option("--global-batch-tokens", f->global_batch_tokens, "tokens per optimizer step");
-  cmd->add_option("--tp", f->tp, "pin tensor parallelism");
-  cmd->add_option("--pp", f->pp, "pin pipeline parallelism");
-  cmd->add_option("--vpp", f->vpp, "pin virtual stages");
-  cmd->add_option("--cp", f->cp, "pin context parallelism");
-  cmd->add_option("--ep", f->ep, "pin expert parallelism");
-  cmd->add_option("--dp", f->dp, "pin data parallelism");
-  cmd->add_option("--micro-batch", f->micro_batch, "pin the micro-batch");
-  cmd->add_option("--zero", f->zero, "pin the ZeRO stage");
-  cmd->add_option("--recompute", f->recompute, "pin recomputation: none, selective or full");
-  cmd->add_flag("--sp", f->sp, "pin sequence parallelism on");
-  cmd->add_flag("--offload-optimizer", f->offload, "pin optimizer offload on");
-  cmd->add_option("--max-tp", f->max_tp, "bound tp (default: GPUs per node)");
-  cmd->add_option("--max-pp", f->max_pp, "bound pp");
-  cmd->add_option("--max-vpp", f->max_vpp, "bound vpp")->capture_default_str();
-  cmd->add_option("--max-cp", f->max_cp, "bound cp")->capture_default_str();
-  cmd->add_option("--max-ep", f->max_ep, "bound ep");
-  cmd->add_option("--max-micro-batch", f->max_micro_batch, "bound the micro-batch")->capture_default_str();
-  cmd->add_option("--top", f->top, "layouts to show")->capture_default_str();
+  cmd->add_option("--model", f->o.model, "config.json path or preset name")->capture_default_str();
+  cmd->add_option("--framework", f->o.framework, "hf or megatron")->capture_default_str();
+  cmd->add_option("--attention", f->o.attention, "eager, sdpa or flash")->capture_default_str();
+  cmd->add_option("--dtype", f->o.dtype, "activation dtype")->capture_default_str();
+  cmd->add_option("--weight-dtype", f->o.weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
+  cmd->add_option("--grad-dtype", f->o.grad_dtype, "gradient dtype (default: weights')");
+  cmd->add_option("--optimizer", f->o.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
+  cmd->add_option("--gpus", f->o.gpus, "number of GPUs");
+  cmd->add_option("--seq-len", f->o.seq_len, "sequence length")->capture_default_str();
+  cmd->add_option("--global-batch", f->o.global_batch, "sequences per optimizer step");
+  cmd->add_option("--global-batch-tokens", f->o.global_batch_tokens, "tokens per optimizer step");
+  cmd->add_option("--tp", f->o.tp, "pin tensor parallelism");
+  cmd->add_option("--pp", f->o.pp, "pin pipeline parallelism");
+  cmd->add_option("--vpp", f->o.vpp, "pin virtual stages");
+  cmd->add_option("--cp", f->o.cp, "pin context parallelism");
+  cmd->add_option("--ep", f->o.ep, "pin expert parallelism");
+  cmd->add_option("--dp", f->o.dp, "pin data parallelism");
+  cmd->add_option("--micro-batch", f->o.micro_batch, "pin the micro-batch");
+  cmd->add_option("--zero", f->o.zero, "pin the ZeRO stage");
+  cmd->add_option("--recompute", f->o.recompute, "pin recomputation: none, selective or full");
+  cmd->add_flag("--sp", f->o.sp, "pin sequence parallelism on");
+  cmd->add_flag("--offload-optimizer", f->o.offload_optimizer, "pin optimizer offload on");
+  cmd->add_option("--max-tp", f->o.max_tp, "bound tp (default: GPUs per node)");
+  cmd->add_option("--max-pp", f->o.max_pp, "bound pp");
+  cmd->add_option("--max-vpp", f->o.max_vpp, "bound vpp")->capture_default_str();
+  cmd->add_option("--max-cp", f->o.max_cp, "bound cp")->capture_default_str();
+  cmd->add_option("--max-ep", f->o.max_ep, "bound ep");
+  cmd->add_option("--max-micro-batch", f->o.max_micro_batch, "bound the micro-batch")->capture_default_str();
+  cmd->add_option("--top", f->o.top, "layouts to show")->capture_default_str();
   cmd->add_option("--from", f->from, "your `actmem estimate` flags, quoted: what to change to make it fit");
   cmd->add_flag("--json", f->json, "machine-readable output");
   cmd->add_flag("--explain", f->explain, "the time model's terms for the best layout");
-  add_fit_flags(cmd, f->fit);
+  add_fit_flags(cmd, f->o.machine);
   return [f] { return run_plan(*f); };
 }
 

@@ -167,6 +167,28 @@ std::string serve_json_text(const std::string& model, bool is_json, const std::s
   return serve_json(value_or_raise(serve(spec, request))).dump();
 }
 
+/// `actmem plan --json` as text: the options through the library's plan table (set_plan_option(),
+/// which takes the machine keywords too) and to_plan_request(), as the CLI's flags go. A plan in which
+/// nothing fits is a result (its "closest"), not an error, as the CLI prints it.
+std::string plan_json_text(const std::string& model, bool is_json, const std::string& display_name,
+                           const py::dict& options) {
+  PlanOptions o;
+  for (const auto& [key, value] : options) {
+    const auto name = key.cast<std::string>();
+    if (auto ok = set_plan_option(o, name, option_value(name, value)); !ok) raise(ok.error());
+  }
+  std::optional<ModelSpec> spec;
+  if (is_json) {
+    spec = value_or_raise(parse_hf_config(model, display_name));
+    o.model = display_name;
+  } else {
+    o.model = model;
+  }
+  const PlanSetup setup = value_or_raise(to_plan_request(o, spec));
+  const PlanResult result = value_or_raise(plan(setup.model, setup.request));
+  return actmem::plan_json(result, setup).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 py::list option_names(const std::span<const OptionInfo> infos) {
   py::list out;
   for (const auto& o : infos) out.append(py::make_tuple(std::string(o.name), std::string(o.help)));
@@ -185,6 +207,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
         py::arg("from_config") = "");
   m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("plan_options", [] { return option_names(actmem::plan_options()); });
   m.def("training_options", [] { return option_names(actmem::training_options()); });
   m.def("serve_options", [] { return option_names(actmem::serve_options()); });
   m.def("machine_options", [] { return option_names(actmem::machine_options()); });

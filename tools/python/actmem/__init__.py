@@ -14,8 +14,8 @@ import os as _os
 
 from . import _native
 
-__all__ = ["estimate", "explain", "explain_text", "serve", "presets", "training_options", "serve_options",
-           "machine_options"]
+__all__ = ["estimate", "explain", "explain_text", "serve", "plan", "presets", "training_options", "serve_options",
+           "machine_options", "plan_options"]
 
 
 def _model(model):
@@ -66,6 +66,20 @@ def serve(model, **options):
     """Inference memory per GPU and, with gpu= or gpu_memory=, capacity: `actmem serve --json` as a dict.
     context_len is required, as --context-len is."""
     return _json.loads(_native.serve_json(*_model(model), options))
+
+
+def plan(model, **options):
+    """Which layout fits and runs fastest: `actmem plan --json` as a dict (its plan.search_ms is the
+    search's own time and varies). Keywords as the CLI's flags: gpus=, gpu=, global_batch= or
+    global_batch_tokens=, seq_len=, framework=, pins (tp=, pp=, zero=, recompute=, sp=True, ...), bounds
+    (max_tp=, ...), top=, and the machine keywords (machine_options()). When nothing fits, the dict has
+    plan.fitting == 0 and plan.closest (the valid layout needing the least memory), as the CLI prints it."""
+    return _json.loads(_native.plan_json(*_model(model), options))
+
+
+def plan_options():
+    """{keyword: help} for plan() (besides machine_options())."""
+    return dict(_native.plan_options())
 
 
 def presets():

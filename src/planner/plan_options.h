@@ -1,0 +1,80 @@
+// `actmem plan` as a front end receives it (the CLI's flags, Python's keywords): the workload, the
+// GPU count and global batch, pins and bounds, and the machine; turned into the planner's request
+// here, once, so that `plan --json` and Python's actmem.plan() give the same dict.
+//
+//   PlanOptions o;
+//   o.model = "llama-3-8b"; o.gpus = 16; o.global_batch = 64; o.machine.gpu = "h100-80gb";
+//   auto setup = to_plan_request(o).value();        // the prepared model, machine and request
+//   auto result = plan(setup.model, setup.request).value();
+//   auto j = plan_json(result, setup);             // as `actmem plan ... --json` prints it
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "actmem/actmem.h"
+#include "planner/machine.h"
+#include "planner/plan.h"
+#include "policies/option_table.h"
+
+namespace actmem {
+
+/// The plan's options as typed: names as text ("megatron", "bf16"), parsed by to_plan_request().
+struct PlanOptions {
+  std::string model = "llama-3-70b";
+  std::string framework = "megatron";
+  std::string attention = "flash";
+  std::string dtype = "bf16";
+  std::string weight_dtype = "bf16";
+  std::string grad_dtype;  // empty: the weights'
+  std::string optimizer = "adamw";
+  int64_t gpus = 0;
+  int64_t seq_len = 8192;
+  std::optional<int64_t> global_batch, global_batch_tokens;
+  // Pins.
+  std::optional<int64_t> tp, pp, vpp, cp, ep, dp, micro_batch;
+  std::optional<int> zero;
+  std::string recompute;  // empty: searched
+  bool sp = false, offload_optimizer = false;
+  // Bounds.
+  int64_t max_tp = 0, max_pp = limits::kMaxPp, max_vpp = 8, max_cp = 64, max_ep = limits::kMaxEp,
+          max_micro_batch = 16;
+  std::size_t top = 10;  // layouts kept (at least 1)
+  MachineOptions machine;
+};
+
+/// The plan's options by name, as the CLI's flags are named (framework, gpus, global_batch, tp, max_tp,
+/// top, ...; not model, which front ends take apart). set_plan_option() also takes machine_options().
+std::span<const OptionInfo> plan_options();
+Expected<void> set_plan_option(PlanOptions& o, std::string_view name, const OptionValue& value);
+
+/// What the planner runs on: the prepared model, the machine, the request, and the `actmem
+/// estimate` flags every ranked layout's command repeats.
+struct PlanSetup {
+  PreparedModel model;
+  Machine machine;
+  PlanRequest request;
+  std::string model_name;
+  std::string flags_prefix;  // "--model llama-3-8b --framework megatron" (non-default workload flags)
+  std::string flags_suffix;  // " --gpu h100-80gb"
+};
+
+/// Checks the options (in the CLI's order), loads and prepares the model and builds the request.
+/// `spec`: the model when the front end has read it already (Python's dict); else o.model is loaded.
+Expected<PlanSetup> to_plan_request(const PlanOptions& o, const std::optional<ModelSpec>& spec = std::nullopt);
+
+/// The workload flags every row's `actmem estimate` command repeats (non-defaults only):
+/// "--model llama-3-8b --framework megatron [--attention ...]".
+std::string plan_workload_flags(const PlanOptions& o);
+/// The machine's flags for the same commands: " --gpu h100-80gb [--gpu-memory 80GiB]".
+std::string plan_machine_flags(const MachineOptions& m);
+
+/// `plan --json` for a setup's result.
+nlohmann::json plan_json(const PlanResult& result, const PlanSetup& setup);
+
+}  // namespace actmem
