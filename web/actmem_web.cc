@@ -336,17 +336,20 @@ std::string plan_request(const std::string& request) {
   p.keep = static_cast<std::size_t>(std::clamp<int64_t>(req.value("top", int64_t{10}), 1, 100));
   auto result = plan(prepared->model, p);
   if (!result) return failure(result.error());
-  // The workload flags `actmem plan` repeats in each row (tools/cli/plan_cli.cc workload_flags: non-defaults only).
+  // The workload flags `actmem plan` repeats in each row: the library's plan_workload_flags().
   const json o = req.value("options", json::object());
-  const auto text = [&](const char* name, const char* fallback) {
-    return o.contains(name) && o[name].is_string() ? o[name].get<std::string>() : std::string(fallback);
+  const auto text = [&](const char* name, const std::string& fallback) {
+    return o.contains(name) && o[name].is_string() ? o[name].get<std::string>() : fallback;
   };
-  std::string prefix = "--model " + prepared->model.name() + " --framework " + text("framework", "hf");
-  if (text("attention", "flash") != "flash") prefix += " --attention " + text("attention", "");
-  if (text("dtype", "bf16") != "bf16") prefix += " --dtype " + text("dtype", "");
-  if (text("weight_dtype", "bf16") != "bf16") prefix += " --weight-dtype " + text("weight_dtype", "");
-  if (!text("grad_dtype", "").empty()) prefix += " --grad-dtype " + text("grad_dtype", "");
-  if (text("optimizer", "adamw") != "adamw") prefix += " --optimizer " + text("optimizer", "");
+  PlanOptions flags;
+  flags.model = prepared->model.name();
+  flags.framework = text("framework", "hf");
+  flags.attention = text("attention", flags.attention);
+  flags.dtype = text("dtype", flags.dtype);
+  flags.weight_dtype = text("weight_dtype", flags.weight_dtype);
+  flags.grad_dtype = text("grad_dtype", flags.grad_dtype);
+  flags.optimizer = text("optimizer", flags.optimizer);
+  const std::string prefix = plan_workload_flags(flags);
   json out{{"ok", true},
            {"json", plan_json(*result, p, prepared->model.name(), (*gpu)->gpu_name, prefix, " --gpu " + (*gpu)->gpu_name).dump(2)}};
   out["ms"] = ms_since(t0);
