@@ -7,32 +7,17 @@
 #include <gtest/gtest.h>
 
 #include "actmem/actmem.h"
+#include "config/config_test_util.h"
 
 namespace actmem {
 namespace {
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+using testing::find;
+using testing::kData;
+using testing::report_of;
 
-const ConfigSetting* find(const TrainingConfig& c, std::string_view option) {
-  const ConfigSetting* found = nullptr;
-  for (const auto& s : c.settings)
-    if (s.option == option) found = &s;
-  return found;
-}
 
-Report report_of(const ModelSpec& model, const TrainingSettings& s) {
-  auto prepared = prepare(model, s.workload);
-  EXPECT_TRUE(prepared) << prepared.error().message;
-  auto r = explain(*prepared, s.layout);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-std::vector<std::string> warned(const TrainingConfig& c) {
-  std::vector<std::string> out;
-  for (const auto& w : c.warnings) out.push_back(w.substr(0, w.find(':')));
-  return out;
-}
+std::vector<std::string> warned(const TrainingConfig& c) { return testing::warned(c, ':'); }
 
 /// LoRA parameters on Llama-3-8B's seven projections of each of 32 layers: r·(in + out) per matrix,
 /// q 4096+4096, k and v 4096+1024, o 4096+4096, gate and up 4096+14336, down 14336+4096: 81,920·r

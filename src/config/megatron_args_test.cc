@@ -6,26 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "actmem/actmem.h"
+#include "config/config_test_util.h"
 
 namespace actmem {
 namespace {
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+using testing::find;
+using testing::kData;
+using testing::report_of;
 
-const ConfigSetting* find(const TrainingConfig& c, std::string_view option) {
-  const ConfigSetting* found = nullptr;
-  for (const auto& s : c.settings)
-    if (s.option == option) found = &s;
-  return found;
-}
-
-Report report_of(const ModelSpec& model, const TrainingSettings& s) {
-  auto prepared = prepare(model, s.workload);
-  EXPECT_TRUE(prepared) << prepared.error().message;
-  auto r = explain(*prepared, s.layout);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
 
 // Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh: TP 8 x PP 16, fp16, s 2048, GPT-2 BPE.
 TEST(MegatronArgs, Gpt3_175bExample) {

@@ -7,33 +7,17 @@
 #include <gtest/gtest.h>
 
 #include "actmem/actmem.h"
+#include "config/config_test_util.h"
 
 namespace actmem {
 namespace {
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+using testing::find;
+using testing::kData;
+using testing::report_of;
 
-const ConfigSetting* find(const TrainingConfig& c, std::string_view option) {
-  const ConfigSetting* found = nullptr;
-  for (const auto& s : c.settings)
-    if (s.option == option) found = &s;
-  return found;
-}
 
-Report report_of(const ModelSpec& model, const TrainingSettings& s) {
-  auto prepared = prepare(model, s.workload);
-  EXPECT_TRUE(prepared) << prepared.error().message;
-  auto r = explain(*prepared, s.layout);
-  EXPECT_TRUE(r) << r.error().message;
-  return *r;
-}
-
-/// The warnings' first words (what each names).
-std::vector<std::string> warned(const TrainingConfig& c) {
-  std::vector<std::string> out;
-  for (const auto& w : c.warnings) out.push_back(w.substr(0, w.find(' ')));
-  return out;
-}
+using testing::warned;  // the warnings' first words (what each names)
 
 /// Llama parameters from the shapes: 2·V·h (embedding + untied output) + L·(attention q,o h² each and
 /// k,v h·kv·d each + SwiGLU 3·h·f + two RMSNorms) + the final RMSNorm.

@@ -132,7 +132,8 @@ namespace actmem {
 namespace {
 
 // tiiuae/falcon-7b (huggingface.co/tiiuae/falcon-7b/blob/main/config.json): 6,921,720,704
-// parameters (HF safetensors metadata, "6.92B"). multi_query: query_key_value 4544 x (4544 + 2·64),
+// distinct parameters ("6.92B"; the LM head is tied to the embedding). The checkpoint stores the
+// tied head a second time, so its file total is 7,217,189,760 = this + 65,024 × 4,544. multi_query: query_key_value 4544 x (4544 + 2·64),
 // dense 4544², MLP 2·4·4544², one LayerNorm (input_layernorm) per layer; ln_f; lm_head tied.
 TEST(FamiliesTest, Falcon7B) {
   const ModelSpec m = load("falcon-7b.json");
