@@ -20,7 +20,38 @@ struct ServeFlags {
   ServeRequest request;
   bool json = false;
   bool explain = false;
+  // --generate: HF generate() instead of a serving engine (serve/generate.h).
+  bool generate = false;
+  int64_t prompt_len = 0;
+  int64_t new_tokens = 0;
+  CLI::Option* attention = nullptr;
+  CLI::Option* context_len = nullptr;
 };
+
+/// `actmem serve --generate`: the request's batch, dtype and attention; its own prompt and new tokens.
+Expected<GenerateReport> run_generate(const ServeFlags& f, std::string& model_name) {
+  if (f.context_len->count() > 0)
+    return Error{"--context-len does not apply to --generate; give --prompt-len and --new-tokens"};
+  if (f.request.tp != 1) return Error{"--generate runs on one GPU; drop --tp"};
+  auto model = load_model(f.model);
+  if (!model) return Error{fmt::format("--model {}: {}", f.model, model.error().message)};
+  model_name = model->name;
+  GenerateOptions o;
+  o.prompt_len = f.prompt_len;
+  o.new_tokens = f.new_tokens;
+  o.batch = f.request.batch;
+  if (f.request.dtype != "auto") {
+    auto d = parse_dtype(f.request.dtype);
+    if (!d) return Error{fmt::format("--dtype {}: {}", f.request.dtype, d.error().message)};
+    o.dtype = *d;
+  }
+  if (f.attention->count() > 0) {
+    auto a = kGenerateAttentionNames.parse(f.request.attention);
+    if (!a) return Error{fmt::format("--attention {}: use eager, sdpa or flash", f.request.attention)};
+    o.attention = *a;
+  }
+  return estimate_generate(*model, o);
+}
 
 Expected<ServeResult> run_serve(const ServeFlags& f) {
   auto model = load_model(f.model);
@@ -34,7 +65,8 @@ std::function<int()> add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* sub = app.add_subcommand("serve", "Inference memory per GPU: weights, KV cache, workspace; GPU capacity");
   sub->add_option("--model", flags->model, "Preset name or path to config.json")->required();
-  sub->add_option("--context-len", flags->request.context_len, "Tokens per sequence (prompt + generated)")->required();
+  flags->context_len = sub->add_option("--context-len", flags->request.context_len,
+                                       "Tokens per sequence (prompt + generated); required unless --generate");
   sub->add_option("--batch", flags->request.batch, "Concurrent sequences")->capture_default_str();
   sub->add_option("--tp", flags->request.tp, "Tensor-parallel degree")->capture_default_str();
   sub->add_option("--dtype", flags->request.dtype, "Activation/base dtype: auto, bf16, fp16, fp32")->capture_default_str();
@@ -51,16 +83,42 @@ std::function<int()> add_serve_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--prefill-chunk", flags->request.prefill_chunk, "Tokens per forward pass (0 = a whole context)")
       ->capture_default_str();
-  sub->add_option("--attention", flags->request.attention, "flash or eager (eager keeps the score matrix)")->capture_default_str();
+  flags->attention = sub->add_option("--attention", flags->request.attention,
+                                     "flash or eager (eager keeps the score matrix); --generate: eager, sdpa (default) or flash")
+                         ->capture_default_str();
   sub->add_option("--activation-peak", flags->request.activation_peak, "Measured activation peak, e.g. 9.37GiB (replaces the model)");
   sub->add_option("--non-torch-memory", flags->request.non_torch_memory, "Measured non-torch memory, e.g. 0.10GiB (default 512MiB)");
   sub->add_option("--gpu", flags->request.gpu, "GPU from the catalog, e.g. h100-80gb");
   sub->add_option("--gpu-memory", flags->request.gpu_memory, "GPU memory as cudaMemGetInfo reports it, e.g. 79.2GiB");
   sub->add_option("--gpu-memory-utilization", flags->request.gpu_memory_utilization, "Share of GPU memory to use (vLLM)")
       ->capture_default_str();
+  sub->add_flag("--generate", flags->generate, "HF generate() on one GPU: weights + DynamicCache + prefill workspace");
+  sub->add_option("--prompt-len", flags->prompt_len, "--generate: prompt tokens per sequence");
+  sub->add_option("--new-tokens", flags->new_tokens, "--generate: max_new_tokens");
   sub->add_flag("--json", flags->json, "Print JSON");
   sub->add_flag("--explain", flags->explain, "Show every term's formula and values, weight tensors, KV groups");
   return [flags] {
+    if (flags->generate) {
+      std::string name;
+      auto report = run_generate(*flags, name);
+      if (!report) {
+        fmt::print(stderr, "actmem: {}\n", render_message(report.error().message, flag_of));
+        return 2;
+      }
+      if (flags->json)
+        fmt::print("{}\n", generate_json(name, *report).dump(2));
+      else
+        fmt::print("{}", generate_table(name, *report, flags->explain));
+      return 0;
+    }
+    if (flags->prompt_len != 0 || flags->new_tokens != 0) {
+      fmt::print(stderr, "actmem: --prompt-len and --new-tokens apply to --generate; add --generate\n");
+      return 2;
+    }
+    if (flags->context_len->count() == 0) {
+      fmt::print(stderr, "actmem: --context-len is required (tokens per sequence), or use --generate\n");
+      return 2;
+    }
     auto result = run_serve(*flags);
     if (!result) {
       fmt::print(stderr, "actmem: {}\n", render_message(result.error().message, flag_of));

@@ -91,5 +91,42 @@ TEST(ServeCli, BadInputIsOneLineAndExit2) {
   }
 }
 
+// `serve --generate`: HF generate() (serve/generate.h); numbers as generate_test.cc derives them.
+TEST(ServeCli, GenerateJson) {
+  CliRun r = run_serve({"--model", "llama-3-8b", "--generate", "--prompt-len", "4096", "--new-tokens", "512",
+                        "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["mode"], "generate");
+  EXPECT_EQ(j["final_cache_tokens"], 4607);
+  EXPECT_EQ(j["memory"]["weights_bytes"], int64_t{16'060'522'496});
+  EXPECT_EQ(j["memory"]["peak_bytes"], int64_t{17'016'823'808});  // sdpa by default: the MLP block wins
+  EXPECT_EQ(j["peak_phase"], "prefill");
+  CliRun eager = run_serve({"--model", "llama-3-8b", "--generate", "--prompt-len", "4096", "--new-tokens", "512",
+                            "--attention", "eager", "--json"});
+  ASSERT_EQ(eager.rc, 0) << eager.err;
+  EXPECT_EQ(nlohmann::json::parse(eager.out)["memory"]["peak_bytes"], int64_t{21'043'355'648});
+  CliRun table = run_serve({"--model", "llama-3-8b", "--generate", "--prompt-len", "4096", "--new-tokens", "512"});
+  ASSERT_EQ(table.rc, 0) << table.err;
+  EXPECT_NE(table.out.find("17,016,823,808"), std::string::npos) << table.out;
+}
+
+TEST(ServeCli, GenerateBadInputIsOneLineAndExit2) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--model", "llama-3-8b", "--generate", "--new-tokens", "8000", "--prompt-len", "1000"},
+           {"--model", "llama-3-8b", "--generate", "--new-tokens", "0", "--prompt-len", "1000"},
+           {"--model", "llama-3-8b", "--generate", "--prompt-len", "0", "--new-tokens", "10"},
+           {"--model", "llama-3-8b", "--generate", "--prompt-len", "99999999999", "--new-tokens", "10"},
+           {"--model", "llama-3-8b", "--generate", "--attention", "paged", "--prompt-len", "10"},
+           {"--model", "llama-3-8b", "--generate", "--context-len", "100", "--prompt-len", "10"},
+           {"--model", "llama-3-8b", "--json", "--new-tokens", "10", "--context-len", "100"},  // no --generate
+       }) {
+    CliRun r = run_serve(args);
+    EXPECT_EQ(r.rc, 2) << args[3];
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(args[3]), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace actmem::cli
