@@ -169,6 +169,10 @@ Expected<GenerateReport> estimate_generate(const ModelSpec& m, const GenerateOpt
                                                ? "sdpa (flash / memory-efficient kernel): no P×P matrix"
                                                : "flash_attention_2: no P×P matrix")));
     for (const auto& n : kv_final->layout.notes) r.notes.push_back(n);
+    if (std::any_of(m.layers.begin(), m.layers.end(), [](const LayerSpec& l) { return l.sliding_window > 0; }))
+      r.notes.push_back(
+          "sliding-window layers counted at min(T, window) tokens; HF's DynamicSlidingWindowLayer keeps window - 1 "
+          "and Gemma 2/3 may default to a static HybridCache (not modelled); the cat transient assumes a global layer");
     r.notes.push_back(
         "not counted: the CUDA context, allocator slack (reserved - allocated) and the 4D causal mask (b·P·P·e when "
         "sdpa or eager build one; flash_attention_2 builds none)");
