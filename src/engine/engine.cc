@@ -133,18 +133,28 @@ void in_flight_per_chunk(const ParallelLayout& p, int64_t rank, const int64_t* c
     return (n / round) * p.pp + std::clamp(n % round - j * p.pp, int64_t{0}, p.pp);
   };
   const int64_t steps = m > 0 ? std::min(m * p.vpp - warmup, round) : round;
-  Bytes best{-1};
-  for (int64_t k = 0; k < steps; ++k) {
-    Bytes bytes{0};
-    for (int64_t j = 0; j < p.vpp; ++j) {
-      step[j] = of_chunk(warmup + 1 + k, j) - of_chunk(k, p.vpp - 1 - j);
-      bytes += Bytes{chunk_bytes[j]} * step[j];
-    }
+  const auto counts_at = [&](int64_t k, int64_t* out) {
+    for (int64_t j = 0; j < p.vpp; ++j) out[j] = of_chunk(warmup + 1 + k, j) - of_chunk(k, p.vpp - 1 - j);
+  };
+  // From step k to k + 1 one forward starts (virtual micro-batch warmup + 1 + k, of chunk
+  // ((warmup + 1 + k) mod round) / pp) and one backward ends (virtual micro-batch k, whose chunk
+  // runs backward as vpp − 1 − (k mod round) / pp): the bytes change by two chunks', so the walk
+  // is O(1) per step; the counts are rebuilt once, at the first step with the most bytes.
+  counts_at(0, step);
+  Bytes bytes{0};
+  for (int64_t j = 0; j < p.vpp; ++j) bytes += Bytes{chunk_bytes[j]} * step[j];
+  Bytes best = bytes;
+  int64_t best_k = 0;
+  for (int64_t k = 0; k + 1 < steps; ++k) {
+    const int64_t forward = ((warmup + 1 + k) % round) / p.pp;
+    const int64_t backward = p.vpp - 1 - (k % round) / p.pp;
+    bytes += Bytes{chunk_bytes[forward]} - Bytes{chunk_bytes[backward]};
     if (bytes > best) {
       best = bytes;
-      std::copy(step, step + p.vpp, counts);
+      best_k = k + 1;
     }
   }
+  counts_at(best_k, counts);
 }
 
 int64_t eval(const Polynomial& poly, const SymValues& v) {
@@ -159,6 +169,8 @@ struct Scratch {
   std::vector<KindBytes> kinds;
   std::vector<int64_t> kind_per_rank;  // parameters of one layer of each kind on one GPU
   std::vector<int64_t> kind_expert;    // of which routed experts
+  std::vector<double> kind_work;       // FLOPs of one layer of each kind per micro-batch: 3·forward (+ the
+                                       // attention core again under selective recomputation)
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;
 };
 Scratch& scratch() {
@@ -166,9 +178,12 @@ Scratch& scratch() {
   return s;
 }
 
-/// The parameters one GPU of pipeline stage `stage` holds (stage_params() over layer kinds).
+/// The parameters one GPU of pipeline stage `stage` holds (stage_params() over layer kinds), and,
+/// when `work` is given, adds the stage's FLOPs for one micro-batch: s.kind_work per layer, plus a
+/// forward per layer that `rerun` (full recomputation) reruns.
 StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par, const PipelineSplit& split,
-                                    int64_t stage, const Scratch& s) {
+                                    int64_t stage, const Scratch& s, double* work = nullptr,
+                                    const RecomputePlan* rerun = nullptr) {
   StageParams st;
   st.stage = stage;
   st.first_layer = split.chunk_begin(split.chunk_of(stage, 0));
@@ -176,11 +191,16 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
     const int64_t c = split.chunk_of(stage, j);
     const int64_t begin = split.chunk_begin(c);
     const int64_t end = begin + split.chunk_size(c);
+    const int64_t rerun_end = rerun ? begin + rerun->rerun(end - begin) : begin;
     st.num_layers += end - begin;
     for (std::size_t k = 0; k < p.num_kinds; ++k) {
       const int64_t n = p.count(k, begin, end);
       st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
       st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
+      if (work) {
+        *work += static_cast<double>(n) * s.kind_work[k];
+        if (rerun_end > begin) *work += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
+      }
     }
   }
   add_embedding_and_head(st, p.params, par.tp, par.pp);
@@ -357,6 +377,9 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   // Static memory per stage: the parameters of one layer of each kind on one GPU.
   s.kind_per_rank.resize(num_kinds);
   s.kind_expert.resize(num_kinds);
+  s.kind_work.resize(num_kinds);
+  for (std::size_t k = 0; k < num_kinds; ++k)
+    s.kind_work[k] = 3.0 * s.kinds[k].flops + (l.recompute == Recompute::kSelective ? s.kinds[k].core_flops : 0.0);
   int64_t largest_layer = 0;
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerParams& lp = p.kind_params[k];
@@ -486,23 +509,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.in_flight_micro_batches = s.counts[0];
     }
 
-    if (par.pp > 1) {  // this stage's work for one micro-batch: 3·forward + recompute FLOPs
-      double work = rank == par.pp - 1 ? 3.0 * 2.0 * tokens * p.lm_head_macs : 0;
-      for (std::size_t j = 0; j < vpp; ++j) {
-        const int64_t c = b.split.chunk_of(rank, static_cast<int64_t>(j));
-        const int64_t begin = b.split.chunk_begin(c), n = b.split.chunk_size(c);
-        const int64_t rerun = l.recompute == Recompute::kFull ? plan.rerun(n) : 0;
-        for (std::size_t k = 0; k < num_kinds; ++k) {
-          const double count = static_cast<double>(p.count(k, begin, begin + n));
-          work += 3.0 * count * s.kinds[k].flops;
-          if (l.recompute == Recompute::kSelective) work += count * s.kinds[k].core_flops;
-          if (rerun > 0) work += static_cast<double>(p.count(k, begin, begin + rerun)) * s.kinds[k].flops;
-        }
-      }
-      busiest_work = std::max(busiest_work, work);
-    }
-
-    StageParams st = stage_params_from_kinds(p, par, b.split, rank, s);
+    // This stage's work for one micro-batch (3·forward + recompute FLOPs), counted in the same pass
+    // as its parameters: the busiest stage sets the pipeline's pace (Totals::stage_imbalance).
+    double work = par.pp > 1 && rank == par.pp - 1 ? 3.0 * 2.0 * tokens * p.lm_head_macs : 0;
+    StageParams st = stage_params_from_kinds(p, par, b.split, rank, s, par.pp > 1 ? &work : nullptr,
+                                             l.recompute == Recompute::kFull ? &plan : nullptr);
+    busiest_work = std::max(busiest_work, work);
     StageStatic bytes;
     if (p.shape_static) {  // one stage (check_finetune): the whole model's tensors
       const FinetuneStatic fs = finetune_static(p.tensors, w, par.tp);
