@@ -167,6 +167,53 @@ std::string serve_json_text(const std::string& model, bool is_json, const std::s
   return serve_json(value_or_raise(serve(spec, request))).dump();
 }
 
+/// `actmem serve --generate --json` as text: HF generate() on one GPU (serve/generate.h). Keywords:
+/// prompt_len, new_tokens (both required), batch, dtype, attention, as the CLI's flags.
+std::string generate_json_text(const std::string& model, bool is_json, const std::string& display_name,
+                               const py::dict& options) {
+  GenerateOptions o;
+  for (const auto& [key, value] : options) {
+    const auto name = key.cast<std::string>();
+    const OptionValue v = option_value(name, value);
+    const auto count = [&]() -> int64_t {
+      if (const auto* n = std::get_if<int64_t>(&v)) return *n;
+      raise(Error{ErrorKind::kInvalid, name, fmt::format("@{} takes a whole number", name)});
+      return 0;
+    };
+    const auto text = [&]() -> std::string {
+      if (const auto* t = std::get_if<std::string>(&v)) return *t;
+      raise(Error{ErrorKind::kInvalid, name, fmt::format("@{} takes a name", name)});
+      return {};
+    };
+    if (name == "prompt_len") {
+      o.prompt_len = count();
+    } else if (name == "new_tokens") {
+      o.new_tokens = count();
+    } else if (name == "batch") {
+      o.batch = count();
+    } else if (name == "dtype") {
+      const std::string d = text();
+      if (d != "auto") o.dtype = value_or_raise(parse_dtype(d));
+    } else if (name == "attention") {
+      const auto a = kGenerateAttentionNames.parse(text());
+      if (!a) raise(Error{ErrorKind::kUnknownName, "attention", "@attention " + text() + ": use eager, sdpa or flash"});
+      o.attention = *a;
+    } else {
+      raise(Error{ErrorKind::kUnknownName, name,
+                  fmt::format("generate() takes prompt_len, new_tokens, batch, dtype and attention, not {}", name)});
+    }
+  }
+  ModelSpec spec;
+  if (is_json) {
+    spec = value_or_raise(parse_hf_config(model, display_name));
+  } else {
+    auto loaded = load_model(model);
+    if (!loaded) raise(Error{ErrorKind::kUnknownName, "model", "@model " + model + ": " + loaded.error().message});
+    spec = std::move(*loaded);
+  }
+  return generate_json(spec.name, value_or_raise(estimate_generate(spec, o))).dump();
+}
+
 /// `actmem plan --json` as text: the options through the library's plan table (set_plan_option(),
 /// which takes the machine keywords too) and to_plan_request(), as the CLI's flags go. A plan in which
 /// nothing fits is a result (its "closest"), not an error, as the CLI prints it.
@@ -207,6 +254,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
         py::arg("from_config") = "");
   m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("generate_json", &generate_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"),
+        py::arg("options"));
   m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
   m.def("plan_options", [] { return option_names(actmem::plan_options()); });
   m.def("training_options", [] { return option_names(actmem::training_options()); });

@@ -14,7 +14,7 @@ import os as _os
 
 from . import _native
 
-__all__ = ["estimate", "explain", "explain_text", "serve", "plan", "presets", "training_options", "serve_options",
+__all__ = ["estimate", "explain", "explain_text", "serve", "generate", "plan", "presets", "training_options", "serve_options",
            "machine_options", "plan_options"]
 
 
@@ -66,6 +66,12 @@ def serve(model, **options):
     """Inference memory per GPU and, with gpu= or gpu_memory=, capacity: `actmem serve --json` as a dict.
     context_len is required, as --context-len is."""
     return _json.loads(_native.serve_json(*_model(model), options))
+
+
+def generate(model, **options):
+    """HF generate() on one GPU: `actmem serve --generate --json` as a dict. prompt_len= and new_tokens=
+    are required; batch=, dtype=, attention= (eager, sdpa, flash) as the CLI's flags."""
+    return _json.loads(_native.generate_json(*_model(model), options))
 
 
 def plan(model, **options):

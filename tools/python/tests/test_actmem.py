@@ -241,7 +241,24 @@ def test_option_tables_list_the_cli_flags():
     assert set(actmem.machine_options()) == {f.replace("-", "_") for f in fit}
     _, help_text, _ = cli("serve", "--help")
     flags = set(re.findall(r"^\s+--([a-z-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
-    assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags}
+    # --generate and its own flags are actmem.generate()'s keywords (with batch, dtype, attention).
+    generate_only = {"generate", "prompt-len", "new-tokens"}
+    assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags - generate_only}
+    assert generate_only <= flags
+
+
+# HF generate() (serve --generate): the same dict as the CLI, and its errors as ValueError.
+def test_generate_equals_the_cli():
+    for kw, args in (({"prompt_len": 4096, "new_tokens": 512}, ["--prompt-len", "4096", "--new-tokens", "512"]),
+                     ({"prompt_len": 2048, "new_tokens": 64, "batch": 4, "attention": "eager"},
+                      ["--prompt-len", "2048", "--new-tokens", "64", "--batch", "4", "--attention", "eager"])):
+        code, out, err = cli("serve", "--model", "llama-3-8b", "--generate", *args, "--json")
+        assert code == 0, err
+        assert actmem.generate("llama-3-8b", **kw) == json.loads(out)
+    with pytest.raises(ValueError):
+        actmem.generate("llama-3-8b", prompt_len=0, new_tokens=1)
+    with pytest.raises(ValueError):
+        actmem.generate("llama-3-8b", prompt_len=16, new_tokens=1, context_len=8)
 
 
 TRAINING_FILES = [os.path.join(ROOT, "tests", "data", "training", f)
