@@ -37,4 +37,19 @@ const Term* Breakdown::find(const std::string& key) const {
   return nullptr;
 }
 
+Term sum_term(std::string key, std::string label, const std::vector<std::vector<Factor>>& products) {
+  Term t;
+  t.key = std::move(key);
+  t.label = std::move(label);
+  Bytes sum{0};
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    Term p = product_term("", "", products[i]);
+    t.formula += (i ? " + " : "") + p.formula;
+    t.substituted += (i ? " + " : "") + p.substituted;
+    sum += p.bytes;
+  }
+  t.bytes = sum;
+  return t;
+}
+
 }  // namespace actmem

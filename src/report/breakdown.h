@@ -38,6 +38,9 @@ Term product_term(std::string key, std::string label, std::initializer_list<Fact
                   Exactness exactness = Exactness::kExact);
 Term product_term(std::string key, std::string label, const std::vector<Factor>& factors,
                   Exactness exactness = Exactness::kExact);
+/// A sum of products, one term: sum_term(k, l, {{{"2", 2}, {"P", P}}, {{"P", P}, {"f", f}}}) is
+/// "2·P + P·f" with its values and bytes.
+Term sum_term(std::string key, std::string label, const std::vector<std::vector<Factor>>& products);
 
 /// A titled list of terms with their sum.
 struct Breakdown {

@@ -13,22 +13,6 @@ namespace actmem {
 
 namespace {
 
-/// A sum of products, "2·P·h·e + P·f·e" (as serve.cc writes its candidates).
-Term sum_of(std::string key, std::string label, const std::vector<std::vector<Factor>>& products) {
-  Term t;
-  t.key = std::move(key);
-  t.label = std::move(label);
-  Bytes sum{0};
-  for (size_t i = 0; i < products.size(); ++i) {
-    Term p = product_term("", "", products[i]);
-    t.formula += (i ? " + " : "") + p.formula;
-    t.substituted += (i ? " + " : "") + p.substituted;
-    sum += p.bytes;
-  }
-  t.bytes = sum;
-  return t;
-}
-
 Term kv_term(const std::string& key, const KvCacheReport& kv, DType dtype, int64_t tokens, int64_t batch) {
   Term t;
   if (kv.breakdown.terms.size() == 1) {
@@ -109,7 +93,7 @@ Expected<GenerateReport> estimate_generate(const ModelSpec& m, const GenerateOpt
     if (m.mla) attn[2] = {bf, Pf, {"a·(d_qk+d_v)", m.num_heads * (m.mla->qk_head_dim() + m.mla->v_head_dim)}, ef};
     const bool eager = o.attention == GenerateAttention::kEager;
     if (eager) attn.push_back({bf, {"a", m.num_heads}, Pf, Pf, {"(2e+4)", 2 * e + 4}});
-    r.workspace.add(sum_of("workspace.attention",
+    r.workspace.add(sum_term("workspace.attention",
                            eager ? "attention block with eager P×P scores (e), fp32 softmax, cast back"
                                  : fmt::format("attention block ({}: no P×P scores)",
                                                kGenerateAttentionNames.name(o.attention)),
@@ -117,19 +101,19 @@ Expected<GenerateReport> estimate_generate(const ModelSpec& m, const GenerateOpt
     int64_t f = 0;
     for (const auto& l : m.layers) f = std::max(f, l.moe ? int64_t{0} : l.ffn);
     if (f > 0)
-      r.workspace.add(sum_of("workspace.mlp", m.gated_mlp ? "MLP block (gate|up, activation)" : "MLP block",
+      r.workspace.add(sum_term("workspace.mlp", m.gated_mlp ? "MLP block (gate|up, activation)" : "MLP block",
                              {{{"2", 2}, bf, Pf, hf, ef},
                               {bf, Pf, {m.gated_mlp ? "2·f" : "f", (m.gated_mlp ? 2 : 1) * f}, ef},
                               {bf, Pf, {"f", f}, ef}}));
     if (m.is_moe()) {
       const MoeSpec& moe = *m.moe;
-      r.workspace.add(sum_of("workspace.moe", "MoE block (k routed copies, fp32 router logits)",
+      r.workspace.add(sum_term("workspace.moe", "MoE block (k routed copies, fp32 router logits)",
                              {{{"2", 2}, bf, Pf, hf, ef},
                               {bf, Pf, {"k", moe.experts_per_token},
                                {"(3·f_e+h)", (m.gated_mlp ? 3 : 2) * moe.expert_ffn + m.hidden}, ef},
                               {bf, Pf, {"E", moe.num_experts}, {"4", 4}}}));
     }
-    Term lm_head = sum_of("workspace.lm_head", "LM head, last position only (logits_to_keep = 1), then fp32",
+    Term lm_head = sum_term("workspace.lm_head", "LM head, last position only (logits_to_keep = 1), then fp32",
                           {{bf, hf, ef}, {bf, {"V", m.vocab}, {"(e+4)", e + 4}}});
     r.workspace.add(lm_head);
 

@@ -34,22 +34,6 @@ Term text_term(std::string key, std::string label, const std::vector<Sym>& facto
   return t;
 }
 
-/// A sum of products: sum_term(k, l, {{{"2",2},{"P",P}}, {{"P",P},{"f",f}}}) is "2·P + P·f".
-Term sum_term(std::string key, std::string label, const std::vector<std::vector<Factor>>& products) {
-  Term t;
-  t.key = std::move(key);
-  t.label = std::move(label);
-  Bytes sum{0};
-  for (size_t i = 0; i < products.size(); ++i) {
-    Term p = product_term("", "", products[i]);
-    t.formula += (i ? " + " : "") + p.formula;
-    t.substituted += (i ? " + " : "") + p.substituted;
-    sum += p.bytes;
-  }
-  t.bytes = sum;
-  return t;
-}
-
 std::string shard_symbol(const std::string& symbol, bool split) {
   if (!split) return symbol;
   return "(" + symbol + "/tp)";
