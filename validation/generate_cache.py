@@ -11,7 +11,7 @@ new token is sampled and never fed back). Only the cache is exercised: the key/v
 from torch.randn in place of the projections, so the measured peak is the cache plus what
 torch.cat keeps alive, the part of the model this checks (in cases where the last decode step, not
 the prefill, is the cache's peak). Allocation peaks as in
-loss_transient.py (torch.profiler's allocation events replayed in order). Ends with
+alloc_timeline.py (torch.profiler's allocation events replayed in order). Ends with
 `N passed, M failed`.
 """
 import argparse
@@ -22,7 +22,8 @@ import sys
 import tempfile
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+
+from alloc_timeline import peak_while
 
 TOLERANCE = 0.01
 
@@ -53,25 +54,7 @@ def generate_cache(layers, b, kv, d, prompt, new_tokens, dtype):
 
 
 def measured_peak(*args):
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        held = generate_cache(*args)
-    del held
-    events = []
-
-    def walk(node):
-        if str(node.tag).endswith("Allocation"):
-            events.append((node.start_time_ns, node.extra_fields.alloc_size))
-        for child in node.children:
-            walk(child)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events.sort(key=lambda e: e[0])
-    current = peak = 0
-    for _, size in events:
-        current += size
-        peak = max(peak, current)
-    return peak
+    return peak_while(lambda: generate_cache(*args))
 
 
 def actmem_counts(actmem, layers, b, heads, kv, d, prompt, new_tokens, dtype_name):

@@ -20,7 +20,8 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
+
+from alloc_timeline import peak_while
 
 TOLERANCE = 0.01
 
@@ -43,27 +44,7 @@ def measured_peak(s, b, h, vocab, dtype):
     step()  # warm up lazily allocated state outside the measurement
     x.grad = None
     weight.grad = None
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        held = step()
-    del held
-    # Every allocation and free is an Allocation event (size > 0 or < 0) with its own timestamp, in
-    # the order the allocator saw them: replaying them gives the exact allocated-bytes curve.
-    events = []
-
-    def walk(node):
-        if str(node.tag).endswith("Allocation"):
-            events.append((node.start_time_ns, node.extra_fields.alloc_size))
-        for child in node.children:
-            walk(child)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events.sort(key=lambda e: e[0])
-    current = peak = 0
-    for _, size in events:
-        current += size
-        peak = max(peak, current)
-    return peak
+    return peak_while(step)
 
 
 def actmem_counts(actmem, s, b, h, vocab, dtype_name):

@@ -20,7 +20,7 @@ Liger installed; policies/loss_impl.h cites the files):
 
 Per case: the saved storages of the LM head + loss (saved_tensors_hooks, each storage once, the LM
 head weight excluded as a parameter) against actmem's head tensors other than the final norm's own,
-and the transient: the profiler's allocation timeline (as loss_transient.py) replayed, its peak
+and the transient: the profiler's allocation timeline (alloc_timeline.py) replayed, its peak
 minus what stays saved, against actmem's `chunked_loss` / `fused_linear_ce_chunk` transient. The
 gradients of the input and the weight are excluded (actmem counts gradients as static memory).
 Liger's transient is held in fp32 only: in bf16, torch 1.13's CPU matmul packs its operands into
@@ -38,40 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+from alloc_timeline import allocation_events, replay
+
 TOLERANCE = 0.01
 NORM_OWN = {"head.input", "final_norm.input_fp32", "final_norm.rstd", "final_norm.normalized"}  # the norm's own (fp32: its input)
-
-
-def allocation_events(prof):
-    events = []
-
-    def walk(node):
-        if str(node.tag).endswith("Allocation"):
-            events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr))
-        for child in node.children:
-            walk(child)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root)
-    events.sort(key=lambda e: e[0])
-    return events
-
-
-def replay(events, exclude_ptrs=()):
-    """Peak and final allocated bytes; for each pointer in exclude_ptrs its last allocation (a
-    gradient created in backward and kept) is left out."""
-    skip = set()
-    for ptr in exclude_ptrs:
-        idx = [i for i, e in enumerate(events) if e[2] == ptr]
-        if idx and events[idx[-1]][1] > 0:
-            skip.add(idx[-1])
-    current = peak = 0
-    for i, (_, size, _) in enumerate(events):
-        if i in skip:
-            continue
-        current += size
-        peak = max(peak, current)
-    return peak, current
 
 
 class SavedStorages:
