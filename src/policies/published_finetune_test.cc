@@ -262,5 +262,31 @@ TEST(PublishedFinetune, TorchtuneLlama32With3BFullPacked) {
   EXPECT_NEAR(t.total / kGiB, 63.89, 0.01);
 }
 
+
+// torchtune docs/source/tutorials/e2e_flow.rst (commit 0cd8bc4, 2024-12-20): `tune run
+// lora_finetune_single_device --config llama3_2/3B_lora_single_device`, whose log prints
+// "Memory stats after model init: / GPU peak memory allocation: 6.21 GiB / GPU peak memory
+// reserved: 6.27 GiB / GPU peak memory active: 6.21 GiB". The config: LoRA rank 64 on q_proj,
+// v_proj, output_proj and the MLP (apply_lora_to_mlp), the model built in bf16 on the GPU
+// (`training.set_default_dtype(bf16), device`), adapters bf16. Allocated after init = the weights
+// term, plus the one buffer torchtune keeps that transformers does not: Llama3ScaledRoPE's cache,
+// cos and sin for every position up to max_seq_len 131072, fp32 (torchtune/models/llama3_1/
+// _position_embeddings.py, one module shared by all layers): 131072 · 64 · 2 · 4 B.
+TEST(PublishedFinetune, TorchtuneLlama32With3BLoraAfterModelInit) {
+  const std::string model = std::string{ACTMEM_SOURCE_DIR} + "/tests/data/published/llama-3.2-3b.json";
+  const Totals t = estimate(model, {{"seq_len", int64_t{2048}},
+                                    {"precision", std::string{"pure"}},
+                                    {"lora_rank", int64_t{64}},
+                                    {"lora_targets", std::string{"q,v,o,gate,up,down"}},
+                                    {"adapter_dtype", std::string{"bf16"}}});
+  // 3,212,749,824 frozen + 28 · 64 · ((3072 + 3072) + (3072 + 1024) + (3072 + 3072) + 3 · (3072 + 8192))
+  // = 89,915,392 adapter parameters, all bf16.
+  EXPECT_EQ(t.weights, 2 * (int64_t{3'212'749'824} + 28 * 64 * (6144 + 4096 + 6144 + 3 * 11264)));
+  const int64_t rope_cache = int64_t{131072} * 64 * 2 * 4;
+  // 6.2142 GiB: the published 6.21 to its rounding (±0.005 GiB); the reserved 6.27 GiB adds the
+  // caching allocator's slack, which actmem's --gpu verdict allows for as a fraction of the peak.
+  EXPECT_NEAR((t.weights + rope_cache) / kGiB, 6.21, 0.005);
+}
+
 }  // namespace
 }  // namespace actmem
