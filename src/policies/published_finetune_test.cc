@@ -85,8 +85,11 @@ constexpr int64_t kLitgptSeq = 1304;
 // Differences of lit-gpt + bitsandbytes 4-bit from actmem's rules (PEFT over transformers), read
 // from the source; each is a formula in the model's dimensions.
 //
-// (1) bitsandbytes MatMul4Bit.forward (bitsandbytes/autograd/_functions.py) keeps its input A
-// (`ctx.tensors = (A, B)`) whenever A requires grad, although the frozen 4-bit weight needs no A:
+// (1) bitsandbytes before 0.43.2 (these runs: 0.41.1): MatMul4Bit.forward (bitsandbytes/autograd/
+// _functions.py) keeps its input A (`ctx.tensors = (A, B)`) whenever A requires grad, although the
+// frozen 4-bit weight needs no A. bitsandbytes PR #1270 (commit 9e75374, July 2024, first in 0.43.2)
+// changed it to `ctx.tensors = (None, B)`: actmem's QLoRA rule follows that current code, so this
+// term is added here for the old release only:
 // per layer the attention input (not in layer 0, whose input comes from the frozen embedding),
 // the attention output going into proj, the MLP input (fc_1 and fc_2 share it) and the MLP product
 // going into proj (f wide), plus the final norm's output going into the 4-bit LM head:
