@@ -13,6 +13,7 @@
 
 #include "util/text_table.h"      // group_digits, for the --params name
 #include "model/weight_tensors.h"  // lm_head_macs_per_token
+#include "tensors/te_rules.h"        // check_megatron_workload
 
 namespace actmem {
 
@@ -39,6 +40,7 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
   if (auto v = model.validate(); !v) return v.error();
   if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v.error();
+  if (auto v = detail::check_megatron_workload(model, workload); !v) return v.error();
   if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
     return Error{ErrorKind::kIncompatible, "hf_version",
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
