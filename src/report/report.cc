@@ -206,7 +206,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
                           "and the loss transient, are the 4.57 rules"
                         : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
-  for (auto& note : detail::megatron_notes(w, o.recompute)) notes.push_back(std::move(note));
+  for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.tp)) notes.push_back(std::move(note));
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.framework == Framework::kTorchtitan) {

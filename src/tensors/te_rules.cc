@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "model/weight_tensors.h"  // linear_macs_per_token: a layer's linear weights
+#include "util/text_table.h"       // group_digits
+
 namespace actmem::detail {
 
 Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
@@ -82,7 +85,14 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
   }
 }
 
-std::vector<std::string> megatron_notes(const Workload& w, Recompute recompute) {
+int64_t te_fp8_weight_workspace_bytes(const ModelSpec& m, const Workload& w, int64_t tp) {
+  if (w.framework != Framework::kMegatron || w.megatron.fp8 == Fp8Recipe::kNone) return 0;
+  double weights = 0;  // dense layers (fp8 refuses MoE): qkv, proj, fc1, fc2 = the layer's linear MACs per token
+  for (const LayerSpec& l : m.layers) weights += linear_macs_per_token(m, l);
+  return static_cast<int64_t>(2.0 * weights / static_cast<double>(tp));
+}
+
+std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, Recompute recompute, int64_t tp) {
   std::vector<std::string> notes;
   if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
   const MegatronOptions& o = w.megatron;
@@ -99,11 +109,12 @@ std::vector<std::string> megatron_notes(const Workload& w, Recompute recompute) 
     notes.push_back(fmt::format(
         "fp8 recipe {} (per-tensor scaling): ln_out and linear inputs kept as fp8 columnwise data (1 byte per "
         "element) plus a 4-byte fp32 scale_inv each; attention q, k, v, out and the norm input stay in the "
-        "activation dtype{}; the fp8 weight copies TE caches (rowwise + columnwise, 2 bytes per weight of each "
-        "TE linear) are not counted",
+        "activation dtype{}; not counted in the totals: the fp8 weight copies TE caches (rowwise + columnwise, 2 "
+        "bytes per weight of each TE linear: {} bytes over all layers per TP rank)",
         kFp8RecipeNames.name(o.fp8),
         o.fp8_act_input_store ? "; the SwiGLU input kept as float8_e4m3fn (activation_func_fp8_input_store)"
-                              : ", and so does the SwiGLU input"));
+                              : ", and so does the SwiGLU input",
+        group_digits(te_fp8_weight_workspace_bytes(m, w, tp))));
   if (recompute == Recompute::kSelective)
     notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective)",
                                 recompute_modules_name(o.recompute_modules)));

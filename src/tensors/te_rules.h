@@ -43,6 +43,13 @@ bool te_fused_mlp_norm(const ModelSpec& model, const Workload& workload, bool mo
 void apply_recompute_modules(Graph& g, const ModelSpec& model, const Workload& workload, bool moe_layer);
 
 /// Report notes for the Megatron options (empty for the default local spec).
-std::vector<std::string> megatron_notes(const Workload& workload, Recompute recompute);
+/// With fp8, the TE fp8 weight copies (not counted in the totals) are sized for `tp` in the note.
+std::vector<std::string> megatron_notes(const ModelSpec& model, const Workload& workload, Recompute recompute,
+                                        int64_t tp);
+
+/// TE's cached fp8 weight copies (the `wt_save` workspace, layernorm_linear.py l.643-648; Float8Tensor
+/// with rowwise and columnwise data on Hopper): 2 bytes per weight of each TE linear of every layer,
+/// per tensor-parallel rank. 0 without fp8.
+int64_t te_fp8_weight_workspace_bytes(const ModelSpec& model, const Workload& workload, int64_t tp);
 
 }  // namespace actmem::detail

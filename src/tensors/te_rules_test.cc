@@ -12,6 +12,7 @@
 #include "actmem/actmem.h"
 #include "policies/megatron_options.h"
 #include "policies/option_table.h"
+#include "tensors/te_rules.h"
 
 namespace actmem {
 namespace {
@@ -90,6 +91,20 @@ TEST(MegatronTe, RecomputeModules) {
   // The default (core_attn) is what --recompute selective has always meant for megatron.
   EXPECT_EQ(per_layer(megatron({}), Recompute::kSelective),
             per_layer(megatron({.recompute_modules = kRecomputeCoreAttn}), Recompute::kSelective));
+}
+
+TEST(MegatronTe, Fp8WeightWorkspaceNamedNotCounted) {
+  // A Llama-3.1-8B layer's TE linears: qkv h·(a + 2kv)·d + proj a·d·h + fc1 h·2f + fc2 f·h
+  // = 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 = 218,103,808 weights; 2 bytes each
+  // (rowwise + columnwise fp8 copies), 32 layers, per TP rank.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron = te(Fp8Recipe::kDelayed);
+  const ModelSpec m = load_model("llama-3.1-8b").value();
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), int64_t{2} * 32 * 218'103'808);
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 8), int64_t{2} * 32 * 218'103'808 / 8);
+  w.megatron.fp8 = Fp8Recipe::kNone;
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), 0);
 }
 
 TEST(MegatronTe, ErrorsNameTheField) {
