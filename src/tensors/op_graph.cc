@@ -955,8 +955,11 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
     Context layer_c = c;
     layer_c.input_no_grad = i == 0 && no_grad_input;
     k.graph = build_layer(layer_c, k.spec);
-    if (w.framework == Framework::kMegatron && !w.megatron.is_default())
+    if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {
       apply_recompute_modules(k.graph, model, w, k.spec.moe);
+      k.selective_reruns_core = (w.megatron.recompute_modules & kRecomputeCoreAttn) != 0;
+      k.selective_recompute_macs = selective_recompute_macs(model, w, k.spec);
+    }
     k.graph.compile();
     set_flops(model, k);
     set.kinds.push_back(std::move(k));

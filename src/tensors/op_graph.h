@@ -140,6 +140,11 @@ struct LayerKind {
   double qk_v_head_dims = 0;  // d_qk + d_v
   // torchtitan op-level SAC: multiply-accumulates per token of the mm it recomputes (every second one).
   double op_sac_recompute_macs = 0;
+  // framework megatron --recompute selective (te_rules.h): whether core attention is rerun
+  // (recompute_modules core_attn) and the multiply-accumulates per token of the linears rerun besides
+  // (mlp: the dense MLP's).
+  bool selective_reruns_core = true;
+  double selective_recompute_macs = 0;
 };
 
 /// The graphs of one structural variant of a workload. A layout picks the variant: whether k and v

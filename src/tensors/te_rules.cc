@@ -85,6 +85,13 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
   }
 }
 
+double selective_recompute_macs(const ModelSpec& m, const Workload& w, const LayerSpec& layer) {
+  if (w.framework != Framework::kMegatron || layer.moe || !(w.megatron.recompute_modules & kRecomputeMlp)) return 0;
+  const double h = static_cast<double>(m.hidden);
+  const double f = static_cast<double>(layer.ffn);
+  return (m.gated_mlp ? 3.0 : 2.0) * h * f;
+}
+
 int64_t te_fp8_weight_workspace_bytes(const ModelSpec& m, const Workload& w, int64_t tp) {
   if (w.framework != Framework::kMegatron || w.megatron.fp8 == Fp8Recipe::kNone) return 0;
   double weights = 0;  // dense layers (fp8 refuses MoE): qkv, proj, fc1, fc2 = the layer's linear MACs per token

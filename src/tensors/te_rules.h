@@ -42,6 +42,10 @@ bool te_fused_mlp_norm(const ModelSpec& model, const Workload& workload, bool mo
 ///  - mlp (dense layers): everything the MLP creates is dropped; its input is kept.
 void apply_recompute_modules(Graph& g, const ModelSpec& model, const Workload& workload, bool moe_layer);
 
+/// Multiply-accumulates per token that --recompute-modules reruns in linears: the dense MLP's
+/// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp; 0 otherwise.
+double selective_recompute_macs(const ModelSpec& model, const Workload& workload, const LayerSpec& layer);
+
 /// Report notes for the Megatron options (empty for the default local spec).
 /// With fp8, the TE fp8 weight copies (not counted in the totals) are sized for `tp` in the note.
 std::vector<std::string> megatron_notes(const ModelSpec& model, const Workload& workload, Recompute recompute,

@@ -93,6 +93,25 @@ TEST(MegatronTe, RecomputeModules) {
             per_layer(megatron({.recompute_modules = kRecomputeCoreAttn}), Recompute::kSelective));
 }
 
+TEST(MegatronTe, RecomputeModulesFlops) {
+  // What selective recomputation reruns per micro-batch, 32 layers: mlp: fc1 and fc2, 2·T·3·h·f;
+  // core_attn: QKᵀ and AV over the full square, 2·b·a·s·s·(d + d) (Megatron's MFU convention).
+  auto flops = [](MegatronOptions o) {
+    Layout l;
+    l.seq_len = 4096;
+    l.recompute = Recompute::kSelective;
+    Totals t;
+    EXPECT_TRUE(evaluate(megatron(o).value(), l, t));
+    return t.recompute_flops;
+  };
+  const double mlp = 32.0 * 2 * kT * 3 * 4096.0 * 14336;
+  const double core = 32.0 * 2 * 32 * 4096.0 * 4096 * 256;
+  EXPECT_DOUBLE_EQ(flops(te(Fp8Recipe::kNone, kRecomputeMlp)), mlp);
+  EXPECT_DOUBLE_EQ(flops(te(Fp8Recipe::kNone, kRecomputeMlp | kRecomputeCoreAttn)), mlp + core);
+  EXPECT_DOUBLE_EQ(flops(te()), core);
+  EXPECT_DOUBLE_EQ(flops({}), core);  // the default, as before
+}
+
 TEST(MegatronTe, Fp8WeightWorkspaceNamedNotCounted) {
   // A Llama-3.1-8B layer's TE linears: qkv h·(a + 2kv)·d + proj a·d·h + fc1 h·2f + fc2 f·h
   // = 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 = 218,103,808 weights; 2 bytes each
