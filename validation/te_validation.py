@@ -523,6 +523,10 @@ CASES = [
      MegatronOpts("local", modules=("core_attn", "layernorm", "mlp"))),
     ("local-gpt-layernorm-mlp-fp32", GPT, "fp32", 48, 2, "selective",
      MegatronOpts("local", modules=("layernorm", "mlp"))),
+    # Megatron's default dropouts (0.1): bias-dropout-add keeps a bool mask per residual add; the
+    # attention dropout runs inside FusedAttention, which keeps only its rng_state.
+    ("te-llama-gqa-none-bf16-drop", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE), 0.1),
+    ("te-llama-gqa-fp8-coreattn-drop", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed"), 0.1),
 ]
 
 
@@ -556,10 +560,11 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory() as workdir:
         print(f"{'case':34s} {'layer meas':>11s} {'est':>11s} {'total meas':>11s} {'est':>11s}  err")
-        for name, model, dtype, seq, batch, rc, mopts in cases:
+        for name, model, dtype, seq, batch, rc, mopts, *dropout in cases:
             cfg = models.ModelConfig(**model)
             attention = "flash" if mopts.impl == TE else "eager"
-            run = models.RunConfig("megatron", attention, rc, dtype, seq, batch)
+            p = dropout[0] if dropout else 0.0
+            run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
             m = measure(cfg, run, mopts)
             if opts.measure_only:
                 print(f"{name:34s} {m['layer']:11d} {'':11s} {m['total']:11d}")
