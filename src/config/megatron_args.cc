@@ -267,6 +267,9 @@ constexpr ArgRule kRules[] = {
     {"use-distributed-optimizer", Use::kRead}, {"bf16", Use::kRead}, {"fp16", Use::kRead},
     {"accumulate-allreduce-grads-in-fp32", Use::kRead}, {"grad-reduce-in-bf16", Use::kRead}, {"optimizer", Use::kRead},
     {"use-flash-attn", Use::kRead}, {"attention-backend", Use::kRead},
+    // Megatron-core layer spec, TE fp8, selective recompute modules (policies/megatron_options.h).
+    {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
+    {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -282,7 +285,7 @@ constexpr ArgRule kRules[] = {
     {"log-throughput", Use::kNoEffect}, {"log-timers-to-tensorboard", Use::kNoEffect},
     {"log-validation-ppl-to-tensorboard", Use::kNoEffect}, {"wandb-project", Use::kNoEffect},
     {"wandb-exp-name", Use::kNoEffect}, {"exit-duration-in-mins", Use::kNoEffect}, {"no-mmap-bin-files", Use::kNoEffect},
-    {"mock-data", Use::kNoEffect}, {"use-mcore-models", Use::kNoEffect}, {"transformer-impl", Use::kNoEffect},
+    {"mock-data", Use::kNoEffect}, {"use-mcore-models", Use::kNoEffect},
     {"ckpt-format", Use::kNoEffect}, {"timing-log-level", Use::kNoEffect}, {"log-params-norm", Use::kNoEffect},
     {"log-num-zeros-in-grad", Use::kNoEffect}, {"rotary-base", Use::kNoEffect}, {"rotary-percent", Use::kNoEffect},
     {"apply-layernorm-1p", Use::kNoEffect}, {"decoupled-lr", Use::kNoEffect}, {"decoupled-min-lr", Use::kNoEffect},
@@ -298,7 +301,6 @@ constexpr ArgRule kRules[] = {
     {"no-bias-gelu-fusion", Use::kNotModelled, "the unfused bias-GeLU's extra tensor"},
     {"no-bias-dropout-fusion", Use::kNotModelled, "the unfused bias-dropout-add's extra tensor"},
     {"no-gradient-accumulation-fusion", Use::kNotModelled, "a separate weight-gradient buffer"},
-    {"fp8-format", Use::kNotModelled, "FP8 activations and weight copies (counted in the 16-bit dtype)"},
     {"fp8-amax-history-len", Use::kNotModelled, "FP8 scaling history"},
     {"fp8-amax-compute-algo", Use::kNotModelled, "FP8 scaling history"},
     {"cross-entropy-loss-fusion", Use::kNotModelled, "the fused loss's smaller logits transient"},
@@ -337,6 +339,7 @@ class Reader {
     if (a.values.empty()) return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} needs a value", where(flag), flag)};
     return a.values.front();
   }
+  const std::vector<std::string>& values(std::string_view flag) const { return args_.at(std::string(flag)).values; }
   Expected<int64_t> count(std::string_view flag) const {
     auto t = text(flag);
     if (!t) return t.error();
@@ -520,6 +523,33 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     else set("attention", std::string("flash"), in.where("attention-backend"));
   } else if (in.has("use-flash-attn")) {
     set("attention", std::string("flash"), in.where("use-flash-attn"));
+  }
+  // The layer spec (--transformer-impl; Megatron-LM's default is transformer_engine, actmem's local:
+  // read only when given, or implied by --fp8-format, which needs TE), TE fp8 (--fp8-format turns it
+  // on; --fp8-recipe defaults to delayed, transformer_config.py l.594) and --recompute-modules.
+  if (in.has("transformer-impl")) {
+    ACTMEM_TRY(t, in.text("transformer-impl"));
+    set("transformer_impl", t, in.where("transformer-impl"));
+  } else if (in.has("fp8-format")) {
+    set("transformer_impl", std::string("transformer_engine"),
+        in.where("fp8-format") + ": fp8 runs in TE modules (Megatron's default --transformer-impl)");
+  }
+  if (in.has("fp8-format")) {
+    std::string recipe = "delayed";
+    std::string src = in.where("fp8-format") + ": Megatron's default --fp8-recipe delayed";
+    if (in.has("fp8-recipe")) {
+      ACTMEM_TRY(r, in.text("fp8-recipe"));
+      recipe = r;
+      src = in.where("fp8-recipe");
+    }
+    set("fp8", recipe, src);
+  }
+  if (in.has("activation-func-fp8-input-store"))
+    set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
+  if (in.has("recompute-modules")) {
+    std::string modules;  // nargs='*': one value per module
+    for (const auto& v : in.values("recompute-modules")) modules += (modules.empty() ? "" : ",") + v;
+    set("recompute_modules", modules, in.where("recompute-modules"));
   }
   // Megatron's dropout defaults are 0.1 (arguments.py); llama-style recipes set 0.
   for (const auto& [flag, option] : {std::pair{"hidden-dropout", "hidden_dropout"}, {"attention-dropout", "attention_dropout"}}) {

@@ -13,6 +13,7 @@
 
 #include "util/text_table.h"      // group_digits, for the --params name
 #include "model/weight_tensors.h"  // lm_head_macs_per_token
+#include "tensors/te_rules.h"        // check_megatron_workload
 
 namespace actmem {
 
@@ -39,6 +40,7 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
   if (auto v = model.validate(); !v) return v.error();
   if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v.error();
+  if (auto v = detail::check_megatron_workload(model, workload); !v) return v.error();
   if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
     return Error{ErrorKind::kIncompatible, "hf_version",
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
@@ -330,6 +332,9 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     const double keys = kind.spec.sliding_window > 0 ? static_cast<double>(std::min(l.seq_len, kind.spec.sliding_window)) : sd;
     kb.core_flops = 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
     kb.flops = 2.0 * tokens * kind.macs_per_token + kb.core_flops;
+    // What selective recomputation reruns: core attention (Megatron's default recompute_modules), and
+    // the MLP's linears with recompute_modules mlp (te_rules.h).
+    kb.selective_flops = (kind.selective_reruns_core ? kb.core_flops : 0.0) + 2.0 * tokens * kind.selective_recompute_macs;
   }
   const int64_t embedding = eval(g.embedding.none, v);
   const int64_t head_loss = eval(g.head.none, v);
@@ -379,7 +384,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   s.kind_expert.resize(num_kinds);
   s.kind_work.resize(num_kinds);
   for (std::size_t k = 0; k < num_kinds; ++k)
-    s.kind_work[k] = 3.0 * s.kinds[k].flops + (l.recompute == Recompute::kSelective ? s.kinds[k].core_flops : 0.0);
+    s.kind_work[k] = 3.0 * s.kinds[k].flops + (l.recompute == Recompute::kSelective ? s.kinds[k].selective_flops : 0.0);
   int64_t largest_layer = 0;
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerParams& lp = p.kind_params[k];
@@ -410,7 +415,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     for (std::size_t k = 0; k < num_kinds; ++k)
       recompute_peak = std::max(recompute_peak, Bytes{s.kinds[k].none} - Bytes{s.kinds[k].selective});
     for (std::size_t k = 0; k < num_kinds; ++k)
-      recompute_flops += static_cast<double>(p.count(k, 0, num_layers)) * s.kinds[k].core_flops;
+      recompute_flops += static_cast<double>(p.count(k, 0, num_layers)) * s.kinds[k].selective_flops;
   } else if (l.recompute == Recompute::kFull) {
     // Segments never cross a model chunk (a stage's share of layers); with recompute_layers only
     // the first N layers of each chunk are rerun.

@@ -66,6 +66,7 @@ struct KindBytes {
   int64_t rerun = 0;      // allocated again when rerun under selective (Graph::rerun)
   double flops = 0;       // forward FLOPs of one layer, one micro-batch
   double core_flops = 0;  // of which core attention (QKᵀ and AV)
+  double selective_flops = 0;  // what selective recomputation reruns (core attention; + the MLP with recompute_modules mlp)
 };
 
 /// What explain() records beyond the totals; evaluate() passes a sink that records nothing.

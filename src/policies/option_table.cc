@@ -72,6 +72,24 @@ const std::array kRows{
         ACTMEM_SET_NAME(kFrameworkNames, workload.framework)},
     Row{{"hf_version", OptionKind::kText, "transformers code layout for --framework hf: 4.44 or 4.57"},
         ACTMEM_SET_NAME(kHfVersionNames, workload.hf_version)},
+    Row{{"transformer_impl", OptionKind::kText,
+         "with --framework megatron: local (default) or transformer_engine (Megatron-LM's --transformer-impl)"},
+        ACTMEM_SET_NAME(kTransformerImplNames, workload.megatron.impl)},
+    Row{{"fp8", OptionKind::kText,
+         "with --transformer-impl transformer_engine: none, delayed or tensorwise (Megatron's --fp8-recipe)"},
+        ACTMEM_SET_NAME(kFp8RecipeNames, workload.megatron.fp8)},
+    Row{{"activation_func_fp8_input_store", OptionKind::kFlag, "with --fp8: the SwiGLU input kept in fp8 (e4m3)"},
+        ACTMEM_SET(as_flag, workload.megatron.fp8_act_input_store)},
+    Row{{"recompute_modules", OptionKind::kText,
+         "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp (comma-separated)"},
+        [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
+          auto text = as_text(n, v);
+          if (!text) return text.error();
+          auto bits = parse_recompute_modules(*text);
+          if (!bits) return bits.error();
+          s.workload.megatron.recompute_modules = *bits;
+          return {};
+        }},
     Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET_NAME(kAttentionNames, workload.attention)},
     Row{{"recompute", OptionKind::kText, "none, selective or full"}, ACTMEM_SET_NAME(kRecomputeNames, layout.recompute)},
     Row{{"recompute_layers", OptionKind::kCount, "with recompute full: recompute only N layers per stage"},

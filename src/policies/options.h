@@ -13,6 +13,7 @@
 #include "util/dtype.h"
 #include "util/expected.h"
 #include "util/names.h"
+#include "policies/megatron_options.h"
 #include "policies/parallel.h"
 
 namespace actmem {
@@ -109,6 +110,8 @@ struct Workload {
   // The input embedding frozen (`get_input_embeddings().requires_grad_(False)`; a tied LM head with
   // it): no gradient or optimizer state for it, and no saves for its backward (op_graph.cc).
   bool freeze_embeddings = false;
+  // framework megatron: --transformer-impl, --fp8-recipe, --recompute-modules (megatron_options.h)
+  MegatronOptions megatron;
 };
 
 /// What one evaluation binds.

@@ -156,6 +156,12 @@ nlohmann::json report_json(const Report& r) {
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
                  {"reserve_bytes", l.reserve.count()}};
+  if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {  // megatron_options.h
+    j["inputs"]["transformer_impl"] = kTransformerImplNames.name(w.megatron.impl);
+    j["inputs"]["fp8"] = kFp8RecipeNames.name(w.megatron.fp8);
+    j["inputs"]["activation_func_fp8_input_store"] = w.megatron.fp8_act_input_store;
+    j["inputs"]["recompute_modules"] = recompute_modules_name(w.megatron.recompute_modules);
+  }
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");

@@ -12,6 +12,7 @@
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
+#include "tensors/te_rules.h"  // megatron_notes
 
 namespace actmem::detail {
 
@@ -205,6 +206,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
                           "and the loss transient, are the 4.57 rules"
                         : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
+  for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.tp)) notes.push_back(std::move(note));
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.framework == Framework::kTorchtitan) {
@@ -219,7 +221,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
       notes.push_back("selective_ac_option op: each block keeps its input and the outputs of the ops of _save_list "
                       "(sdpa; the 1st, 3rd, 5th, 7th mm: wq, wv, w1, w2); wk, wo, w3 and the elementwise ops are "
                       "recomputed (_apply_op_sac)");
-  } else if (o.recompute == Recompute::kSelective)
+  } else if (o.recompute == Recompute::kSelective && w.megatron.recompute_modules == kRecomputeCoreAttn)
     notes.push_back(w.framework == Framework::kHF
                         ? "selective recomputation is Megatron's (HF has none built in): core attention rerun, only "
                           "q, k and v stay of it"

@@ -15,6 +15,7 @@
 #include "util/bytes.h"           // checked arithmetic
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 #include "policies/finetune.h"      // LoRA targets
+#include "tensors/te_rules.h"         // Megatron TE spec, fp8, --recompute-modules
 
 namespace actmem::detail {
 
@@ -184,6 +185,7 @@ struct Builder {
   // odd counts (the 1st, 3rd, ...) are MUST_SAVE, even ones PREFER_RECOMPUTE.
   bool op_sac = false;
   int mm_count = 0;
+  uint8_t mcore_tag = 0;  // framework megatron: the module being built (te_rules.h McoreTag)
 
   int add(std::string name, Group group, const char* op, Shape shape, DType dtype, std::string note = {}) {
     Storage st;
@@ -194,6 +196,7 @@ struct Builder {
     st.dtype = dtype;
     st.note = std::move(note);
     st.op_sac_rule = op_sac;
+    st.mcore_tag = mcore_tag;
     g.storages.push_back(std::move(st));
     return static_cast<int>(g.storages.size()) - 1;
   }
@@ -221,6 +224,10 @@ struct Context {
   bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
   HfModelTraits hf;      // the model's HF quirks; the defaults (none) under other frameworks
   bool input_no_grad = false;  // the norm's input needs no gradient (layer 0 after a frozen embedding)
+  // Megatron-core TE spec (megatron_options.h): FusedAttention's saves; fp8 (set inside layers
+  // only: the output layer is Megatron's own ColumnParallelLinear, not a TE module).
+  bool te = false;
+  bool fp8 = false;
 
   // The symbols every builder uses.
   Dim s_rep = Dim::of(Sym::kSeqRep);
@@ -326,7 +333,16 @@ void lora_branch(Builder& g, const Context& c, int input, const Shape& out_shape
 /// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
 int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string name, Group group) {
   const LoraOptions& lora = c.workload.lora;
-  if (!lora.enabled())
+  if (!lora.enabled() && c.fp8) {
+    // TE Linear / LayerNormLinear under fp8 per-tensor scaling: the quantized input with only its
+    // columnwise usage (linear.py l.606-617, layernorm_linear.py l.478-487): 1 byte per element
+    // plus the fp32 scale_inv (Float8Tensor._scale_inv, one element).
+    const Shape in_shape = g.at(input).shape;
+    g.save(g.add(name + ".input_fp8", group, "TE fp8 quantize", in_shape, DType::kFP8,
+                 "columnwise (transposed) fp8 copy of the input, kept for the weight gradient"));
+    g.save(g.add(name + ".input_scale_inv", group, "TE fp8 quantize", {Dim::lit("1", 1)}, DType::kFP32,
+                 "its fp32 scale_inv"));
+  } else if (!lora.enabled())
     g.save(input);
   else if (lora.targets & lora_target_of(name))
     lora_branch(g, c, input, out_shape, name, group);
@@ -377,7 +393,12 @@ int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, con
       gate = linear(g, c, input, f_shape, prefix + ".gate", group);
       up = linear(g, c, input, f_shape, prefix + ".up", group);
     }
-    if (c.rules.fused_gated_kernel) {
+    if (c.rules.fused_gated_kernel && c.workload.megatron.fp8_act_input_store) {
+      // Megatron SwiGLUFunction (fused_bias_swiglu.py l.232-235): input.to(torch.float8_e4m3fn)
+      g.save(g.add(prefix + ".gate_up_fp8", group, "fused SwiGLU", g.at(gate).shape, DType::kFP8,
+                   "[gate|up] kept as float8_e4m3fn (activation_func_fp8_input_store)"));
+      product = g.add(prefix + ".act_mul_up", group, "fused SwiGLU", f_shape, c.e);
+    } else if (c.rules.fused_gated_kernel) {
       g.save(gate);  // the fused kernel keeps only its input, [gate|up]
       product = g.add(prefix + ".act_mul_up", group, "fused SwiGLU", f_shape, c.e);
     } else {
@@ -400,6 +421,25 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
   const Group grp = Group::kAttention;
   for (int id : {q, k, v}) g.at(id).core_input = true;
   const Shape q_shape{c.s_tp, c.b, c.q_heads, d_qk};
+  if (c.flash && c.te) {
+    // TE DotProductAttention -> FusedAttnFunc (backends.py l.1592-1664): saves q, k, v, out and the
+    // aux tensors softmaxStats fp32 (b, np, s, 1) and rng_state int64 [2]. With RoPE, q and k are new
+    // tensors while v is a strided view of the fused QKV output: get_qkv_layout finds no layout and
+    // .contiguous()s v (utils.py l.2612-2615), so v is saved as a copy and the QKV output is not kept.
+    int v_saved = v;
+    if (v != q)
+      v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
+                      {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
+                      "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
+    for (int id : {q, k, v_saved}) g.save_core(id);
+    int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
+    g.save_core(out);
+    g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
+                      DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
+    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::lit("2", 2)}, DType::kINT64,
+                      "rng_state (seed, offset), present even without dropout"));
+    return out;
+  }
   if (c.flash) {
     for (int id : {q, k, v}) g.save_core(id);
     int out = g.add("attn.flash_out", grp, "flash attention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
@@ -589,7 +629,14 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
   int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
   g.op_sac_keep(x);  // the checkpoint wrapper's input
   // OLMo 2 (post_norms_only) has no input norms: attention and the MLP read the residual stream.
+  const bool megatron = c.rules.framework == Framework::kMegatron;
+  if (megatron) {
+    c.te = c.workload.megatron.impl == TransformerImpl::kTransformerEngine;
+    c.fp8 = c.workload.megatron.fp8 != Fp8Recipe::kNone;
+  }
+  if (megatron) g.mcore_tag = kTagAttnNorm;
   int n1 = m.post_norms_only ? x : norm(g, at_input, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
+  g.mcore_tag = 0;
   int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
   int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
   if (m.sandwich_norms || m.post_norms_only)
@@ -597,15 +644,24 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
   if (!(c.hf.one_residual_dropout && m.parallel_residual))
     dropout(g, attn_out, c.hidden_p, hidden, "attn.hidden", Group::kAttention, c.e);
   int h1 = m.parallel_residual ? x : g.add("attn.residual", Group::kNorms, "add", hidden, c.e);
+  // Megatron TE spec, dense layer: pre_mlp_layernorm is IdentityOp, the norm runs inside fc1's
+  // LayerNormLinear, so self.mlp receives the residual stream and the norm belongs to the MLP.
+  const bool te_mlp_norm = megatron && te_fused_mlp_norm(m, c.workload, spec.moe);
+  if (megatron) g.mcore_tag = te_mlp_norm ? uint8_t(kTagMlp) : uint8_t(kTagMlpNorm);
   // Phi (shared_input_norm): the MLP reads the same input_layernorm output as attention.
   int n2 = m.post_norms_only     ? h1
            : m.shared_input_norm ? n1
                                  : norm(g, m.parallel_residual ? at_input : c, h1, {c.s_rep, c.b}, c.h, "mlp_norm",
                                         Group::kNorms);
+  if (megatron) {
+    g.at(te_mlp_norm ? h1 : n2).mcore_tag |= kTagMlpInput;
+    g.mcore_tag = kTagMlp;
+  }
   if (spec.moe)
     moe(g, c, n2);
   else
     mlp(g, c, n2, {c.s_tp, c.b}, Sym::kFfn, "mlp", Group::kMlp);
+  g.mcore_tag = 0;
   // The block's output after TP's all-reduce (or reduce-scatter under SP).
   int mlp_out = g.add("mlp.out", Group::kMlp, "all-reduce", hidden, c.e);
   if (m.sandwich_norms || m.post_norms_only)
@@ -736,6 +792,8 @@ Graph build_shared(const Context& c) {
     int id = g.add("rope.freqs", Group::kShared, "rotary_pos_emb", {c.s_tp, dr}, DType::kFP32,
                    "the fp32 rotary frequencies, a checkpoint input of every layer");
     g.at(id).checkpoint_input = true;
+    // TE FusedRoPEFunc (attention/rope.py l.152) save_for_backward()s freqs: the one shared tensor.
+    if (c.workload.megatron.impl == TransformerImpl::kTransformerEngine) g.save(id);
   }
   if (hf && !c.model.learned_positions) {  // GPT-2's wpe saves this storage already (embedding)
     int id = g.add("checkpoint.position_ids", Group::kShared, "checkpoint input", {c.s_tp}, DType::kINT64,
@@ -897,6 +955,11 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
     Context layer_c = c;
     layer_c.input_no_grad = i == 0 && no_grad_input;
     k.graph = build_layer(layer_c, k.spec);
+    if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {
+      apply_recompute_modules(k.graph, model, w, k.spec.moe);
+      k.selective_reruns_core = (w.megatron.recompute_modules & kRecomputeCoreAttn) != 0;
+      k.selective_recompute_macs = selective_recompute_macs(model, w, k.spec);
+    }
     k.graph.compile();
     set_flops(model, k);
     set.kinds.push_back(std::move(k));

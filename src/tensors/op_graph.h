@@ -82,6 +82,10 @@ struct Storage {
   // checkpoint's input and the outputs of the ops its policy MUST_SAVEs (op_sac_kept).
   bool op_sac_rule = false;
   bool op_sac_kept = false;
+  // framework megatron: which module created it (te_rules.h, McoreTag bits) and, once
+  // apply_recompute_modules ran, whether --recompute-modules keeps it under selective (-1: unset).
+  uint8_t mcore_tag = 0;
+  int8_t selective_rule = -1;
 
   /// A shared storage (GraphSet::shared) is kept when a layer that runs normally saves it, or when a
   /// recomputed layer received it as a checkpoint input.
@@ -91,6 +95,7 @@ struct Storage {
 
   bool saved(Recompute policy) const {
     if (policy == Recompute::kSelective && op_sac_rule) return op_sac_kept;
+    if (policy == Recompute::kSelective && selective_rule >= 0) return selective_rule == 1;
     if (policy == Recompute::kSelective) return saved_outside_core || core_input;
     return saved_outside_core || saved_by_core;
   }
@@ -135,6 +140,11 @@ struct LayerKind {
   double qk_v_head_dims = 0;  // d_qk + d_v
   // torchtitan op-level SAC: multiply-accumulates per token of the mm it recomputes (every second one).
   double op_sac_recompute_macs = 0;
+  // framework megatron --recompute selective (te_rules.h): whether core attention is rerun
+  // (recompute_modules core_attn) and the multiply-accumulates per token of the linears rerun besides
+  // (mlp: the dense MLP's).
+  bool selective_reruns_core = true;
+  double selective_recompute_macs = 0;
 };
 
 /// The graphs of one structural variant of a workload. A layout picks the variant: whether k and v

@@ -30,6 +30,10 @@ struct TrainingFlags {
   std::string dtype = "bf16";
   std::string framework = "hf";
   std::string hf_version = "4.57";
+  std::string transformer_impl;   // --framework megatron (megatron_options.h); empty = local
+  std::string fp8;                // empty = none
+  bool activation_func_fp8_input_store = false;
+  std::string recompute_modules;  // empty = core_attn
   std::string attention = "flash";
   std::string recompute = "none";
   int64_t recompute_layers = -1;
@@ -73,6 +77,13 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--framework", f.framework, "save rules: hf (transformers eager), megatron or torchtitan")->capture_default_str();
   cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 4.57 or 4.44")
       ->capture_default_str();
+  cmd->add_option("--transformer-impl", f.transformer_impl,
+                  "with --framework megatron: local (default) or transformer_engine (TE layer spec)");
+  cmd->add_option("--fp8", f.fp8, "with --transformer-impl transformer_engine: delayed or tensorwise fp8 recipe");
+  cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
+                "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
+  cmd->add_option("--recompute-modules", f.recompute_modules,
+                  "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp");
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
@@ -173,6 +184,11 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
                              {"double_quant", f.double_quant},
                              {"adapter_dtype", f.adapter_dtype}});
   if (!f.lora_targets.empty()) named.emplace_back("lora_targets", f.lora_targets);
+  if (!f.transformer_impl.empty()) named.emplace_back("transformer_impl", f.transformer_impl);
+  if (!f.fp8.empty()) named.emplace_back("fp8", f.fp8);
+  if (f.activation_func_fp8_input_store)
+    named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
+  if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);

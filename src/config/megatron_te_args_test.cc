@@ -1,0 +1,44 @@
+// --from a Megatron-LM argument line: the layer spec, TE fp8 and recompute modules
+// (megatron/training/arguments.py: --transformer-impl, --fp8-format, --fp8-recipe,
+// --activation-func-fp8-input-store, --recompute-modules nargs='*').
+#include <gtest/gtest.h>
+
+#include "actmem/actmem.h"
+#include "config/config_test_util.h"
+#include "config/training_config.h"
+
+namespace actmem {
+namespace {
+
+using testing::find;
+
+TEST(MegatronTeArgs, SpecFp8AndRecomputeModules) {
+  auto c = read_megatron_args("--transformer-impl transformer_engine --fp8-format hybrid --fp8-recipe tensorwise "
+                              "--activation-func-fp8-input-store --recompute-granularity selective "
+                              "--recompute-modules core_attn mlp",
+                              "te.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);
+  EXPECT_EQ(s.workload.megatron.fp8, Fp8Recipe::kTensorwise);
+  EXPECT_TRUE(s.workload.megatron.fp8_act_input_store);
+  EXPECT_EQ(s.workload.megatron.recompute_modules, unsigned{kRecomputeCoreAttn | kRecomputeMlp});
+  EXPECT_EQ(find(*c, "recompute_modules")->source, "--recompute-modules core_attn mlp (te.sh:1)");
+}
+
+TEST(MegatronTeArgs, Fp8FormatAloneMeansTeWithTheDelayedRecipe) {
+  auto c = read_megatron_args("--fp8-format e4m3", "f.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);  // Megatron's default spec
+  EXPECT_EQ(s.workload.megatron.fp8, Fp8Recipe::kDelayed);                   // transformer_config.py l.594
+  // Without either flag the spec stays actmem's default, local.
+  auto plain = read_megatron_args("--num-layers 2", "p.sh");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(find(*plain, "transformer_impl"), nullptr);
+}
+
+}  // namespace
+}  // namespace actmem

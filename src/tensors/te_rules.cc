@@ -1,0 +1,131 @@
+#include "tensors/te_rules.h"
+
+#include <fmt/format.h>
+
+#include "model/weight_tensors.h"  // linear_macs_per_token: a layer's linear weights
+#include "util/text_table.h"       // group_digits
+
+namespace actmem::detail {
+
+Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
+  const MegatronOptions& o = w.megatron;
+  if (w.framework != Framework::kMegatron) {
+    if (o.impl != TransformerImpl::kLocal)
+      return Error{ErrorKind::kIncompatible, "transformer_impl",
+                   "@transformer_impl is Megatron's layer spec; it applies to @framework megatron only"};
+    if (o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store)
+      return Error{ErrorKind::kIncompatible, "fp8",
+                   "@fp8 models TransformerEngine fp8 under Megatron-core; it applies to @framework megatron "
+                   "@transformer_impl transformer_engine only"};
+    if (o.recompute_modules != kRecomputeCoreAttn)
+      return Error{ErrorKind::kIncompatible, "recompute_modules",
+                   "@recompute_modules is Megatron-core's selective recomputation; it applies to @framework "
+                   "megatron only"};
+    return {};
+  }
+  if ((o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store) && o.impl != TransformerImpl::kTransformerEngine)
+    return Error{ErrorKind::kIncompatible, "fp8",
+                 "@fp8 runs through TransformerEngine's modules; add @transformer_impl transformer_engine"};
+  if (o.fp8_act_input_store && !m.gated_mlp)
+    return Error{ErrorKind::kIncompatible, "activation_func_fp8_input_store",
+                 "@activation_func_fp8_input_store applies to Megatron's fused SwiGLU only; this model's MLP is "
+                 "not gated; drop it"};
+  if (o.impl == TransformerImpl::kTransformerEngine) {
+    if (w.attention == AttentionImpl::kEager)
+      return Error{ErrorKind::kIncompatible, "attention",
+                   "@attention eager: the TE spec runs TE DotProductAttention, modeled as its FusedAttention "
+                   "backend; use @attention flash (or @transformer_impl local for Megatron's unfused attention)"};
+  }
+  if (o.fp8 != Fp8Recipe::kNone && (m.moe || m.mla))
+    return Error{ErrorKind::kIncompatible, "fp8",
+                 "@fp8 is modeled for dense layers with standard attention (TE LayerNormLinear, Linear, fused "
+                 "SwiGLU); MoE grouped GEMM and MLA under fp8 are not; drop @fp8"};
+  if (o.recompute_modules & ~kRecomputeModulesModeled)
+    return Error{ErrorKind::kIncompatible, "recompute_modules",
+                 fmt::format("@recompute_modules {}: only core_attn, layernorm and mlp are modeled; moe_act, moe, "
+                             "shared_experts and mla_up_proj are not yet",
+                             recompute_modules_name(o.recompute_modules & ~kRecomputeModulesModeled))};
+  return {};
+}
+
+bool te_fused_input_norm(const ModelSpec& m, const Workload& w) {
+  return w.framework == Framework::kMegatron && w.megatron.impl == TransformerImpl::kTransformerEngine && !m.mla;
+}
+
+bool te_fused_mlp_norm(const ModelSpec&, const Workload& w, bool moe_layer) {
+  return w.framework == Framework::kMegatron && w.megatron.impl == TransformerImpl::kTransformerEngine && !moe_layer;
+}
+
+void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bool moe_layer) {
+  if (w.framework != Framework::kMegatron) return;
+  const unsigned mods = w.megatron.recompute_modules;
+  const bool fused_attn_norm = te_fused_input_norm(m, w);
+  const bool fused_mlp_norm = te_fused_mlp_norm(m, w, moe_layer);
+  for (Storage& st : g.storages) {
+    bool keep = st.saved(Recompute::kNone);
+    if (mods & kRecomputeCoreAttn) {
+      // _checkpointed_attention_forward (attention.py l.446): tensor_parallel.checkpoint keeps q, k, v.
+      if (st.saved_by_core && !st.saved_outside_core) keep = false;
+      if (st.core_input) keep = true;
+    }
+    if ((mods & kRecomputeMlp) && !moe_layer) {
+      // transformer_layer.py l.537-539: tensor_parallel.checkpoint(self.mlp, ...) keeps its input only.
+      if (st.mcore_tag & kTagMlp) keep = false;
+      if (st.mcore_tag & kTagMlpInput) keep = true;
+    }
+    if (mods & kRecomputeLayernorm) {
+      // transformer_layer.py l.475-530: only a norm that is a module of its own (not IdentityOp):
+      // CheckpointWithoutOutput runs it without saving and frees its output after the consumer saved
+      // it (random.py l.993); the norm's input (the residual stream) is what stays.
+      const bool attn_norm = (st.mcore_tag & kTagAttnNorm) && !fused_attn_norm;
+      const bool mlp_norm = (st.mcore_tag & kTagMlpNorm) && !fused_mlp_norm;
+      if (attn_norm || mlp_norm) keep = false;
+    }
+    st.selective_rule = keep ? 1 : 0;
+  }
+}
+
+double selective_recompute_macs(const ModelSpec& m, const Workload& w, const LayerSpec& layer) {
+  if (w.framework != Framework::kMegatron || layer.moe || !(w.megatron.recompute_modules & kRecomputeMlp)) return 0;
+  const double h = static_cast<double>(m.hidden);
+  const double f = static_cast<double>(layer.ffn);
+  return (m.gated_mlp ? 3.0 : 2.0) * h * f;
+}
+
+int64_t te_fp8_weight_workspace_bytes(const ModelSpec& m, const Workload& w, int64_t tp) {
+  if (w.framework != Framework::kMegatron || w.megatron.fp8 == Fp8Recipe::kNone) return 0;
+  double weights = 0;  // dense layers (fp8 refuses MoE): qkv, proj, fc1, fc2 = the layer's linear MACs per token
+  for (const LayerSpec& l : m.layers) weights += linear_macs_per_token(m, l);
+  return static_cast<int64_t>(2.0 * weights / static_cast<double>(tp));
+}
+
+std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, Recompute recompute, int64_t tp) {
+  std::vector<std::string> notes;
+  if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
+  const MegatronOptions& o = w.megatron;
+  if (o.impl == TransformerImpl::kTransformerEngine)
+    notes.push_back(
+        "megatron rules: transformer_impl transformer_engine (Megatron-LM's default; actmem's default is local): "
+        "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); FusedAttention keeps q, k, "
+        "v (v a contiguous copy when RoPE made q and k new tensors), its output, fp32 softmaxStats (b, a/t, s, 1) "
+        "and a 16-byte rng_state");
+  else
+    notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
+                    "transformer_engine)");
+  if (o.fp8 != Fp8Recipe::kNone)
+    notes.push_back(fmt::format(
+        "fp8 recipe {} (per-tensor scaling): ln_out and linear inputs kept as fp8 columnwise data (1 byte per "
+        "element) plus a 4-byte fp32 scale_inv each; attention q, k, v, out and the norm input stay in the "
+        "activation dtype{}; not counted in the totals: the fp8 weight copies TE caches (rowwise + columnwise, 2 "
+        "bytes per weight of each TE linear: {} bytes over all layers per TP rank)",
+        kFp8RecipeNames.name(o.fp8),
+        o.fp8_act_input_store ? "; the SwiGLU input kept as float8_e4m3fn (activation_func_fp8_input_store)"
+                              : ", and so does the SwiGLU input",
+        group_digits(te_fp8_weight_workspace_bytes(m, w, tp))));
+  if (recompute == Recompute::kSelective)
+    notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective)",
+                                recompute_modules_name(o.recompute_modules)));
+  return notes;
+}
+
+}  // namespace actmem::detail

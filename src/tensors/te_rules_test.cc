@@ -1,0 +1,161 @@
+// Megatron-core with TransformerEngine (--transformer-impl transformer_engine), TE fp8 and
+// --recompute-modules on Llama-3.1-8B, every number worked out by hand from the save lists in
+// validation/EXPECTED.md ("megatron-te"), which name the TE / Megatron-LM source of each:
+//   TE module/layernorm_linear.py l.526-536 (inputmat, ln_out, rsigma), module/linear.py
+//   l.606-621 (input; fp8 columnwise), attention/dot_product_attention/backends.py l.1592-1664
+//   (q, k, v, out, softmaxStats fp32 (b, a, s, 1), rng_state int64 [2]), utils.py l.2612-2615
+//   (v made contiguous), Megatron fusions/fused_bias_swiglu.py l.232-235 (fc1 out; e4m3 store),
+//   transformer_layer.py l.475-539 and attention.py l.446 (recompute_modules).
+// Llama-3.1-8B: h 4096, a 32, kv 8, d 128, f 14336; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
+#include <gtest/gtest.h>
+
+#include "actmem/actmem.h"
+#include "policies/megatron_options.h"
+#include "policies/option_table.h"
+#include "tensors/te_rules.h"
+
+namespace actmem {
+namespace {
+
+constexpr int64_t kT = 4096;
+
+Expected<PreparedModel> megatron(MegatronOptions o, AttentionImpl attention = AttentionImpl::kFlash,
+                                 Framework framework = Framework::kMegatron) {
+  Workload w;
+  w.framework = framework;
+  w.attention = attention;
+  w.megatron = o;
+  return prepare(load_model("llama-3.1-8b").value(), w);
+}
+
+int64_t per_layer(const Expected<PreparedModel>& m, Recompute recompute = Recompute::kNone) {
+  Layout l;
+  l.seq_len = 4096;
+  l.micro_batch = 1;
+  l.recompute = recompute;
+  Totals t;
+  EXPECT_TRUE(m.has_value());
+  EXPECT_TRUE(evaluate(*m, l, t));
+  return t.per_layer;
+}
+
+MegatronOptions te(Fp8Recipe fp8 = Fp8Recipe::kNone, unsigned modules = kRecomputeCoreAttn, bool store = false) {
+  return {.impl = TransformerImpl::kTransformerEngine, .fp8 = fp8, .fp8_act_input_store = store,
+          .recompute_modules = modules};
+}
+
+// TE, bf16, no recomputation, per token: x, ln_out (qkv LayerNormLinear) 2·2h + rsigma 4;
+// q 2·a·d, k 2·kv·d, v copy 2·kv·d, out 2·a·d, softmaxStats 4·a; h1, ln_out (fc1) 2·2h + rsigma 4;
+// fc1 out 2·2f; fc2 input 2·f  = 139,400 bytes per token, + rng_state 16 bytes.
+constexpr int64_t kTePerToken = 4 * 4096 + 4 + 2 * 4096 + 2 * 1024 * 2 + 2 * 4096 + 4 * 32 + 4 * 4096 + 4 + 4 * 14336 +
+                                2 * 14336;
+static_assert(kTePerToken == 139'400);
+
+TEST(MegatronTe, LayerNormLinearAndFusedAttentionHandComputed) {
+  EXPECT_EQ(per_layer(megatron(te())), kTePerToken * kT + 16);  // 570,982,416
+  EXPECT_EQ(per_layer(megatron(te())), 570'982'416);
+}
+
+TEST(MegatronTe, LocalSpecKeepsTheQkvStorageInsteadOfAVCopy) {
+  // The local spec (unchanged default) with flash keeps the whole fused QKV output through the v
+  // view, 2·(a + 2kv)·d = 12,288 B/token, where TE keeps a v copy 2·kv·d = 2,048 and the rng_state.
+  const int64_t local = per_layer(megatron({}));
+  EXPECT_EQ(local, (kTePerToken - 2048 + 12288) * kT);  // 612,925,440
+  EXPECT_EQ(local - per_layer(megatron(te())), 10240 * kT - 16);
+}
+
+TEST(MegatronTe, Fp8DelayedKeepsColumnwiseFp8InputsAndScales) {
+  // ln_out of both LayerNormLinears 2h -> h (+4 B scale_inv each); linear_proj gains an fp8 copy of
+  // the attention out a·d (+4; FusedAttention still keeps the bf16 out); fc2's input 2f -> f (+4).
+  const int64_t fp8 = kTePerToken - 2 * 4096 + 4096 - 14336;
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed))), fp8 * kT + 16 + 4 * 4);  // 495,484,960
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), 495'484'960);  // same bytes: per-tensor scaling
+  // --activation-func-fp8-input-store: the SwiGLU input [gate|up] as float8_e4m3fn, 2f instead of 4f.
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed, kRecomputeCoreAttn, true))), (fp8 - 28672) * kT + 32);
+}
+
+TEST(MegatronTe, RecomputeModules) {
+  // core_attn with TE: the v copy, softmaxStats and rng_state go, but the checkpoint keeps v, a view
+  // of the QKV output: the whole QKV storage (12,288 B/token) stays. More than no recomputation.
+  EXPECT_EQ(per_layer(megatron(te()), Recompute::kSelective), (kTePerToken - 2048 - 128 + 12288) * kT);
+  // mlp: the MLP (fc1's fused norm included) is checkpointed; its input h1 stays: drops ln_out 2h,
+  // rsigma 4, fc1 out 4f and act out 2f.
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kNone, kRecomputeMlp)), Recompute::kSelective),
+            (kTePerToken - 2 * 4096 - 4 - 4 * 14336 - 2 * 14336) * kT + 16);
+  // layernorm is a no-op for the TE dense spec (the norms are fused: IdentityOp modules) ...
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kNone, kRecomputeLayernorm)), Recompute::kSelective),
+            per_layer(megatron(te())));
+  // ... while the local spec's two norms drop their outputs (qkv's and fc1's inputs) and rstd.
+  EXPECT_EQ(per_layer(megatron({.recompute_modules = kRecomputeLayernorm}), Recompute::kSelective),
+            (kTePerToken - 2048 + 12288 - 2 * (2 * 4096 + 4)) * kT);
+  // The default (core_attn) is what --recompute selective has always meant for megatron.
+  EXPECT_EQ(per_layer(megatron({}), Recompute::kSelective),
+            per_layer(megatron({.recompute_modules = kRecomputeCoreAttn}), Recompute::kSelective));
+}
+
+TEST(MegatronTe, RecomputeModulesFlops) {
+  // What selective recomputation reruns per micro-batch, 32 layers: mlp: fc1 and fc2, 2·T·3·h·f;
+  // core_attn: QKᵀ and AV over the full square, 2·b·a·s·s·(d + d) (Megatron's MFU convention).
+  auto flops = [](MegatronOptions o) {
+    Layout l;
+    l.seq_len = 4096;
+    l.recompute = Recompute::kSelective;
+    Totals t;
+    EXPECT_TRUE(evaluate(megatron(o).value(), l, t));
+    return t.recompute_flops;
+  };
+  const double mlp = 32.0 * 2 * kT * 3 * 4096.0 * 14336;
+  const double core = 32.0 * 2 * 32 * 4096.0 * 4096 * 256;
+  EXPECT_DOUBLE_EQ(flops(te(Fp8Recipe::kNone, kRecomputeMlp)), mlp);
+  EXPECT_DOUBLE_EQ(flops(te(Fp8Recipe::kNone, kRecomputeMlp | kRecomputeCoreAttn)), mlp + core);
+  EXPECT_DOUBLE_EQ(flops(te()), core);
+  EXPECT_DOUBLE_EQ(flops({}), core);  // the default, as before
+}
+
+TEST(MegatronTe, Fp8WeightWorkspaceNamedNotCounted) {
+  // A Llama-3.1-8B layer's TE linears: qkv h·(a + 2kv)·d + proj a·d·h + fc1 h·2f + fc2 f·h
+  // = 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 = 218,103,808 weights; 2 bytes each
+  // (rowwise + columnwise fp8 copies), 32 layers, per TP rank.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron = te(Fp8Recipe::kDelayed);
+  const ModelSpec m = load_model("llama-3.1-8b").value();
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), int64_t{2} * 32 * 218'103'808);
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 8), int64_t{2} * 32 * 218'103'808 / 8);
+  w.megatron.fp8 = Fp8Recipe::kNone;
+  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), 0);
+}
+
+TEST(MegatronTe, ErrorsNameTheField) {
+  auto hf = megatron(te(), AttentionImpl::kFlash, Framework::kHF);
+  ASSERT_FALSE(hf.has_value());
+  EXPECT_EQ(hf.error().field, "transformer_impl");
+  auto fp8_local = megatron({.fp8 = Fp8Recipe::kDelayed});
+  ASSERT_FALSE(fp8_local.has_value());
+  EXPECT_EQ(fp8_local.error().field, "fp8");
+  auto eager = megatron(te(), AttentionImpl::kEager);
+  ASSERT_FALSE(eager.has_value());
+  EXPECT_EQ(eager.error().field, "attention");
+  auto moe = megatron(te(Fp8Recipe::kNone, kRecomputeMoe));
+  ASSERT_FALSE(moe.has_value());
+  EXPECT_EQ(moe.error().field, "recompute_modules");
+}
+
+TEST(MegatronTe, OptionNames) {
+  EXPECT_EQ(parse_recompute_modules("core_attn,mlp").value(), kRecomputeCoreAttn | kRecomputeMlp);
+  EXPECT_EQ(recompute_modules_name(kRecomputeMlp | kRecomputeLayernorm | kRecomputeCoreAttn), "core_attn,layernorm,mlp");
+  auto bad = parse_recompute_modules("core_attn,attn");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().field, "recompute_modules");
+  TrainingSettings s;
+  ASSERT_TRUE(set_training_option(s, "transformer_impl", "transformer_engine"));
+  ASSERT_TRUE(set_training_option(s, "fp8", "delayed"));
+  ASSERT_TRUE(set_training_option(s, "recompute_modules", "mlp"));
+  EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);
+  EXPECT_EQ(s.workload.megatron.fp8, Fp8Recipe::kDelayed);
+  EXPECT_EQ(s.workload.megatron.recompute_modules, unsigned{kRecomputeMlp});
+  EXPECT_FALSE(set_training_option(s, "fp8", "mxfp8"));  // not modeled
+}
+
+}  // namespace
+}  // namespace actmem

@@ -1,0 +1,592 @@
+"""Megatron-core with TransformerEngine (TE) on Debian's torch 1.13 CPU: what a layer built by the
+TE spec keeps for backward, under bf16/fp32 and fp8 (per-tensor scaling), and what Megatron's
+--recompute-modules drop, measured, and `actmem estimate --framework megatron
+--transformer-impl ... --fp8 ... --recompute-modules ...` held to it within 1 %.
+
+TE cannot run here (no CUDA). The reference layer below follows the save_for_backward lists of
+TE's autograd Functions and Megatron-core's modules line for line (TE main @d0067d0da6cb,
+Megatron-LM main @d98e8a64ddf3; validation/notes/fidelity-research.md section B):
+  TELayerNormLinearFn  TE module/layernorm_linear.py _LayerNormLinear.forward: saves
+                       (inputmat, weight, ln_weight, ln_out, mu, rsigma) l.526-536; inputmat is
+                       inp.view(-1, h) (l.182-188: the caller's storage); mu None for RMSNorm;
+                       under fp8 ln_out is a Float8Tensor with only its columnwise usage (l.478-487)
+  TELinearFn           TE module/linear.py _Linear.forward: saves inputmat (l.619-621), the fp8
+                       columnwise copy under fp8 (l.606-617)
+  TEFusedRoPEFn        TE attention/rope.py FusedRoPEFunc: save_for_backward(freqs, ...) l.152
+  te_dot_product_attention + FusedAttnFn
+                       TE dot_product_attention/utils.py get_qkv_layout l.2421ff (.contiguous()
+                       when no layout fits, l.2612-2615); backends.py FusedAttnFunc.forward:
+                       saves q, k, v, out + aux_ctx_tensors (softmaxStats fp32 [b, np, s, 1],
+                       rng_state int64 [2]) l.1592-1664
+  SwiGLUFp8StoreFn     Megatron fusions/fused_bias_swiglu.py SwiGLUFunction (l.232-235):
+                       input.to(float8_e4m3fn) with activation_func_fp8_input_store
+  TELayer              Megatron transformer/transformer_layer.py + attention.py with the TE spec
+                       (gpt_layer_specs.py l.145, l.543: norms fused into linear_qkv and fc1);
+                       recompute_modules core_attn (attention.py l.446 _checkpointed_attention_forward:
+                       tensor_parallel.checkpoint keeps q, k, v) and mlp (transformer_layer.py
+                       l.537-539: the MLP checkpointed, its input kept)
+  LocalLayer           models.MegatronLayer (the local spec) with recompute_modules layernorm
+                       (transformer_layer.py l.475-530: CheckpointWithoutOutput, random.py l.993:
+                       the norm runs without saving, its output storage is freed once its consumer
+                       saved it, and is recomputed in backward) and mlp.
+fp8 storage is emulated: a Float8Tensor's columnwise data is a uint8 tensor of the transposed
+shape (in, N) and its _scale_inv an fp32 tensor of one element; float8_e4m3fn (the SwiGLU
+store) is a uint8 tensor of the input's shape. Their values are not used by backward (the
+backward recomputes from the bf16 input each Function also keeps), so gradients stay exact and
+`--self-check` compares them with the plain model.
+
+Measured: the distinct storages the forward keeps for backward (saved_tensors_hooks, a view
+counts its storage, parameters excluded), each read after the forward (a storage freed by
+CheckpointWithoutOutput counts 0, and a later storage at its address is a new one).
+
+    /usr/bin/python3 validation/te_validation.py --actmem build/actmem
+    /usr/bin/python3 validation/te_validation.py --measure-only [--filter X]
+    /usr/bin/python3 validation/te_validation.py --self-check
+"""
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+import run_validation  # noqa: E402
+from emulated_ops import BiasGeLUFn, SwiGLUFn, _attention_math, _rotate_half, dropout  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class MegatronOpts:
+    impl: str = "transformer_engine"  # local | transformer_engine
+    fp8: str = "none"  # none | delayed | tensorwise (per-tensor scaling: the same saved bytes)
+    act_fp8_store: bool = False  # --activation-func-fp8-input-store
+    modules: tuple = ("core_attn",)  # --recompute-modules (with recompute selective)
+
+
+# ---------------------------------------------------------------------------------------------
+# fp8 storage (emulated)
+
+
+def fp8_columnwise(x2d):
+    """Float8Tensor after update_usage(rowwise_usage=False, columnwise_usage=True): the transposed
+    data (in, N), 1 byte per element, and _scale_inv, one fp32 element (per-tensor scaling)."""
+    with torch.no_grad():
+        amax = x2d.detach().abs().max().float().clamp(min=1e-12)
+        scale = 127.0 / amax
+        data = (x2d.t().float() * scale).round().clamp(-127, 127).to(torch.int8).view(torch.uint8).contiguous()
+        scale_inv = (1.0 / scale).reshape(1)
+    return data, scale_inv
+
+
+def _norm(x2d, w, b, eps, rms):
+    xf = x2d.float()
+    if rms:
+        rsigma = torch.rsqrt(xf.pow(2).mean(-1) + eps)
+        y = xf * rsigma[:, None] * w.float()
+        return y.to(x2d.dtype), None, rsigma
+    mu = xf.mean(-1)
+    rsigma = torch.rsqrt(((xf - mu[:, None]) ** 2).mean(-1) + eps)
+    y = (xf - mu[:, None]) * rsigma[:, None] * w.float() + b.float()
+    return y.to(x2d.dtype), mu, rsigma
+
+
+def _grads(fn, inputs, grad):
+    """Backward by recomputation: gradients of fn(*inputs) for those that are tensors."""
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() if isinstance(t, torch.Tensor) else t for t in inputs]
+        out = fn(*leaves)
+        wanted = [t for t in leaves if isinstance(t, torch.Tensor)]
+        got = iter(torch.autograd.grad(out, wanted, grad, allow_unused=True))
+        return [next(got) if isinstance(t, torch.Tensor) else None for t in leaves]
+
+
+# ---------------------------------------------------------------------------------------------
+# TE autograd Functions (save lists as in TE)
+
+
+class TELayerNormLinearFn(torch.autograd.Function):
+    """_LayerNormLinear: saves inputmat (the caller's storage), ln_out (bf16, or fp8 columnwise +
+    scale_inv), mu (LayerNorm only), fp32 rsigma (N,); weights are parameters."""
+
+    @staticmethod
+    def forward(ctx, inp, ln_w, ln_b, weight, bias, eps, rms, fp8):
+        h = inp.shape[-1]
+        inputmat = inp.view(-1, h).detach()  # the same storage (a no-grad view cannot be saved in 1.13)
+        with torch.no_grad():
+            ln_out, mu, rsigma = _norm(inputmat, ln_w, ln_b, eps, rms)
+            out = F.linear(ln_out, weight, bias)
+        ln_save = fp8_columnwise(ln_out) if fp8 else (ln_out,)
+        ctx.eps, ctx.rms, ctx.shape = eps, rms, inp.shape
+        # the weights (parameters, not counted) are held as attributes here
+        ctx.params = (ln_w, ln_b, weight, bias)
+        ctx.save_for_backward(inputmat, *ln_save, mu, rsigma)
+        return out.view(*inp.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        inputmat = ctx.saved_tensors[0]
+        ln_w, ln_b, weight, bias = ctx.params
+
+        def fn(x, lw, lb, w, b):
+            return F.linear(_norm(x, lw, lb, ctx.eps, ctx.rms)[0], w, b)
+
+        gx, glw, glb, gw, gb = _grads(fn, (inputmat, ln_w, ln_b, weight, bias), grad.reshape(-1, weight.shape[0]))
+        return gx.view(ctx.shape), glw, glb, gw, gb, None, None, None
+
+
+class TELinearFn(torch.autograd.Function):
+    """_Linear: saves inputmat = inp.view(-1, in) (the caller's storage), or under fp8 the
+    columnwise fp8 copy + scale_inv."""
+
+    @staticmethod
+    def forward(ctx, inp, weight, bias, fp8):
+        inputmat = inp.reshape(-1, inp.shape[-1]).detach()  # the caller's storage when contiguous
+        with torch.no_grad():
+            out = F.linear(inputmat, weight, bias)
+        ctx.fp8, ctx.shape, ctx.params = fp8, inp.shape, (weight, bias)
+        if fp8:
+            ctx.save_for_backward(*fp8_columnwise(inputmat))
+            ctx.inp = inputmat.detach()  # held for the exact backward only (not a saved tensor of TE)
+        else:
+            ctx.save_for_backward(inputmat)
+        return out.view(*inp.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, bias = ctx.params
+        x = ctx.inp if ctx.fp8 else ctx.saved_tensors[0]
+        gx, gw, gb = _grads(lambda a, w, b: F.linear(a, w, b), (x, weight, bias), grad.reshape(-1, weight.shape[0]))
+        return gx.view(ctx.shape), gw, gb, None
+
+
+class TEFusedRoPEFn(torch.autograd.Function):
+    """FusedRoPEFunc: a new contiguous output; saves freqs (the model's fp32 (s, 1, 1, d) tensor)."""
+
+    @staticmethod
+    def forward(ctx, x, freqs):
+        with torch.no_grad():
+            cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+            out = (x * cos + _rotate_half(x) * sin).contiguous()
+        ctx.save_for_backward(freqs)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (freqs,) = ctx.saved_tensors
+        cos, sin = freqs.cos().to(grad.dtype), freqs.sin().to(grad.dtype)
+        gs = grad * sin
+        half = grad.shape[-1] // 2
+        return grad * cos + torch.cat((gs[..., half:], -gs[..., :half]), dim=-1), None
+
+
+class FusedAttnFn(torch.autograd.Function):
+    """FusedAttnFunc (bf16/fp32, sbhd): saves q, k, v, out, softmaxStats fp32 (b, np, s, 1) and
+    rng_state int64 (2,). out is (s, b, np·hn), the tensor returned (linear_proj's input)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        s, b, a, d = q.shape
+        p = (1, 2, 0, 3)
+        with torch.no_grad():
+            o, lse = _attention_math(q.permute(p), k.permute(p), v.permute(p))
+            out = o.permute(2, 0, 1, 3).contiguous().view(s, b, a * d)
+            stats = lse.reshape(b, a, s, 1).contiguous()
+            rng_state = torch.zeros(2, dtype=torch.int64)  # torch::empty({2}) (attention.cpp l.235)
+        ctx.save_for_backward(q, k, v, out, stats, rng_state)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v = ctx.saved_tensors[:3]
+        s, b, a, d = q.shape
+        p = (1, 2, 0, 3)
+
+        def fn(qq, kk, vv):
+            return _attention_math(qq.permute(p), kk.permute(p), vv.permute(p))[0].permute(2, 0, 1, 3).reshape(s, b, a * d)
+
+        return tuple(_grads(fn, (q, k, v), grad))
+
+
+def te_dot_product_attention(q, k, v):
+    """DotProductAttention: get_qkv_layout keeps q, k, v views of one storage that match a layout
+    (sbh3d / sbhd_sbh2d); otherwise (q, k fresh RoPE outputs, v a strided view) .contiguous()s
+    each: a copy of v only (q and k already are contiguous)."""
+    same = q.storage().data_ptr() == k.storage().data_ptr() == v.storage().data_ptr()
+    if not same:
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    return FusedAttnFn.apply(q, k, v)
+
+
+class SwiGLUFp8StoreFn(torch.autograd.Function):
+    """SwiGLUFunction with fp8_input_store: saves input.to(float8_e4m3fn) (1 byte per element)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        with torch.no_grad():
+            gate, up = torch.chunk(x, 2, dim=-1)
+            out = F.silu(gate) * up
+            stored = x.to(torch.int8).view(torch.uint8)  # float8_e4m3fn: 1 byte per element
+        ctx.x = x.detach()  # the exact backward only; TE's backward reads the fp8 copy
+        ctx.save_for_backward(stored)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (gx,) = _grads(lambda t: F.silu(torch.chunk(t, 2, -1)[0]) * torch.chunk(t, 2, -1)[1], (ctx.x,), grad)
+        return gx
+
+
+# ---------------------------------------------------------------------------------------------
+# Megatron CheckpointWithoutOutput (tensor_parallel/random.py), for recompute_modules layernorm
+
+
+class _CheckpointWithoutOutputFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, run_fn, state, *args):
+        with torch.no_grad():
+            out = run_fn(*args)
+        ctx.run_fn, ctx.state = run_fn, state
+        ctx.save_for_backward(*args)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        # as random.py's CheckpointWithoutOutputFunction.backward: recompute, then
+        # torch.autograd.backward, which also accumulates the module's parameter gradients
+        with torch.enable_grad():
+            args = [t.detach().requires_grad_() for t in ctx.saved_tensors]
+            torch.autograd.backward(ctx.run_fn(*args), grad)
+        return (None, None, *[a.grad for a in args])
+
+
+class CheckpointWithoutOutput:
+    """checkpoint(fn, *args) runs fn without saving and keeps args; discard_output_and_register_recompute
+    frees the output's storage (resize_(0)) and restores it (recomputed) when the hook tensor's
+    gradient arrives, before the consumer's backward reads it."""
+
+    def checkpoint(self, fn, *args):
+        self.state = {}
+        self.fn, self.args = fn, args
+        self.out = _CheckpointWithoutOutputFn.apply(fn, self.state, *args)
+        return self.out
+
+    def discard_output_and_register_recompute(self, hook_tensor):
+        storage = self.out.storage()
+        self.nbytes_elems = storage.size()
+        storage.resize_(0)
+
+        def restore(grad):
+            with torch.no_grad():
+                recomputed = self.fn(*self.args)
+            self.out.storage().resize_(self.nbytes_elems)
+            self.out.storage().copy_(recomputed.storage())
+            return grad
+
+        if hook_tensor.requires_grad:
+            hook_tensor.register_hook(restore)
+
+
+# ---------------------------------------------------------------------------------------------
+# layers
+
+
+class TELayer(nn.Module):
+    """A GPT layer of get_gpt_layer_with_transformer_engine_spec: linear_qkv =
+    TELayerNormColumnParallelLinear (input_layernorm IdentityOp), TE DotProductAttention, linear_proj
+    = TERowParallelLinear, linear_fc1 = TELayerNormColumnParallelLinear (pre_mlp_layernorm
+    IdentityOp), Megatron's fused SwiGLU (or bias-GeLU), linear_fc2 = TERowParallelLinear."""
+
+    def __init__(self, cfg: models.ModelConfig, run: models.RunConfig, opts: MegatronOpts):
+        super().__init__()
+        self.cfg, self.run, self.opts = cfg, run, opts
+        h, a, kv, d, f = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
+        self.gpt = cfg.family == "gpt2"
+        self.ln1_w, self.ln2_w = nn.Parameter(torch.ones(h)), nn.Parameter(torch.ones(h))
+        self.ln1_b = nn.Parameter(torch.zeros(h)) if self.gpt else None
+        self.ln2_b = nn.Parameter(torch.zeros(h)) if self.gpt else None
+        self.qkv_w = nn.Parameter(torch.randn((a + 2 * kv) * d, h) * 0.02)
+        self.qkv_b = nn.Parameter(torch.zeros((a + 2 * kv) * d)) if self.gpt or cfg.attention_bias else None
+        self.proj_w = nn.Parameter(torch.randn(h, a * d) * 0.02)
+        self.proj_b = nn.Parameter(torch.zeros(h)) if self.gpt else None
+        self.fc1_w = nn.Parameter(torch.randn(f if self.gpt else 2 * f, h) * 0.02)
+        self.fc1_bias = nn.Parameter(torch.zeros(f)) if self.gpt else None  # skip_bias_add -> bias_gelu
+        self.fc2_w = nn.Parameter(torch.randn(h, f) * 0.02)
+        self.fc2_b = nn.Parameter(torch.zeros(h)) if self.gpt else None
+
+    @property
+    def fp8(self):
+        return self.opts.fp8 != "none"
+
+    def selective(self, module):
+        return self.run.recompute == "selective" and module in self.opts.modules
+
+    def mlp(self, h1):
+        cfg = self.cfg
+        fc1 = TELayerNormLinearFn.apply(h1, self.ln2_w, self.ln2_b, self.fc1_w, None, cfg.eps, not self.gpt, self.fp8)
+        if self.gpt:
+            act = BiasGeLUFn.apply(fc1, self.fc1_bias)
+        elif self.opts.act_fp8_store:
+            act = SwiGLUFp8StoreFn.apply(fc1)
+        else:
+            act = SwiGLUFn.apply(fc1)
+        return TELinearFn.apply(act, self.fc2_w, self.fc2_b, self.fp8)
+
+    def forward(self, x, rope):
+        cfg, run = self.cfg, self.run
+        s, b, _ = x.shape
+        a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
+        groups = a // kv
+        # SelfAttention.get_query_key_value_tensors (attention.py l.1824-1918)
+        qkv = TELayerNormLinearFn.apply(x, self.ln1_w, self.ln1_b, self.qkv_w, self.qkv_b, cfg.eps, not self.gpt,
+                                        self.fp8)
+        qkv = qkv.view(s, b, kv, (groups + 2) * d)
+        q, k, v = torch.split(qkv, [groups * d, d, d], dim=3)
+        q = q.reshape(s, b, a, d)
+        if rope is not None:
+            q = TEFusedRoPEFn.apply(q, rope)
+            k = TEFusedRoPEFn.apply(k, rope)
+        if self.selective("core_attn"):
+            context = checkpoint(te_dot_product_attention, q, k, v, use_reentrant=True)
+        else:
+            context = te_dot_product_attention(q, k, v)
+        out = TELinearFn.apply(context, self.proj_w, self.proj_b, self.fp8)
+        x = x + dropout(out, run.hidden_dropout)
+        if self.selective("mlp"):
+            y = checkpoint(self.mlp, x, use_reentrant=True)
+        else:
+            y = self.mlp(x)
+        return x + dropout(y, run.hidden_dropout)
+
+
+class LocalLayer(models.MegatronLayer):
+    """The local spec (models.MegatronLayer) with recompute_modules core_attn, layernorm, mlp."""
+
+    def __init__(self, cfg, run, opts: MegatronOpts):
+        super().__init__(cfg, run)
+        self.opts = opts
+
+    def selective(self, module):
+        return self.run.recompute == "selective" and module in self.opts.modules
+
+    def _mlp(self, y):
+        if self.cfg.family == "gpt2":
+            return self.fc2(BiasGeLUFn.apply(self.fc1(y), self.fc1_bias))
+        return self.fc2(SwiGLUFn.apply(self.fc1(y)))
+
+    def _normed(self, x, i):
+        if not self.selective("layernorm"):
+            return self.norm(x, i), None
+        ckpt = CheckpointWithoutOutput()
+        return ckpt.checkpoint(lambda t: self.norm(t, i), x), ckpt
+
+    def forward(self, x, rope):
+        cfg, run = self.cfg, self.run
+        s, b, _ = x.shape
+        a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
+        groups = a // kv
+        if rope is not None:
+            rope = (rope.cos(), rope.sin())
+        n1, ckpt1 = self._normed(x, 1)
+        qkv = self.qkv(n1)
+        if ckpt1:  # transformer_layer.py: after linear_qkv saved it
+            ckpt1.discard_output_and_register_recompute(qkv)
+        qkv = qkv.view(s, b, kv, (groups + 2) * d)
+        q, k, v = torch.split(qkv, [groups * d, d, d], dim=3)
+        q = q.reshape(s, b, a, d)
+        if rope is not None:
+            from emulated_ops import FusedRoPEFn
+
+            q = FusedRoPEFn.apply(q, *rope)
+            k = FusedRoPEFn.apply(k, *rope)
+        if self.selective("core_attn"):
+            context = checkpoint(self.core_attention, q, k, v, use_reentrant=True)
+        else:
+            context = self.core_attention(q, k, v)
+        out = self.proj(context.view(s, b, a * d))
+        x = x + dropout(out, run.hidden_dropout)
+        n2, ckpt2 = self._normed(x, 2)
+        y = checkpoint(self._mlp, n2, use_reentrant=True) if self.selective("mlp") else self._mlp(n2)
+        if ckpt2:
+            ckpt2.discard_output_and_register_recompute(y)
+        return x + dropout(y, run.hidden_dropout)
+
+
+def build(cfg, run, opts, seed=0):
+    torch.manual_seed(seed)
+    model = models.MegatronModel(cfg, run)
+    layer = TELayer if opts.impl == "transformer_engine" else LocalLayer
+    model.layers = nn.ModuleList(layer(cfg, run, opts) for _ in range(cfg.layers))
+    return model.to(run.torch_dtype).train()
+
+
+# ---------------------------------------------------------------------------------------------
+# measurement
+
+
+def _key(t):
+    return t.storage().data_ptr()
+
+
+def measure(cfg, run, opts, seed=0, backward=False):
+    model = build(cfg, run, opts, seed)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
+    labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
+    excluded = {_key(p) for p in model.parameters()}
+    seen = {}  # storage key -> (tensor, regions)
+    retired = []  # entries whose storage CheckpointWithoutOutput freed: its address may be reused
+
+    def pack(t):
+        if t.dim() == 0 or t.numel() == 0 or _key(t) in excluded:
+            return t
+        old = seen.get(_key(t))
+        if old is not None and old[0].storage().nbytes() == 0 and t.storage().nbytes() > 0:
+            retired.append(seen.pop(_key(t)))  # a new storage at a freed one's address
+        entry = seen.setdefault(_key(t), (t, set()))
+        entry[1].add(models.current_region())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(ids, labels)
+    regions, storages = {}, []
+    for t, where in list(seen.values()) + retired:
+        region = next(iter(where)) if len(where) == 1 else "shared"
+        nbytes = t.storage().nbytes()  # read now: CheckpointWithoutOutput may have freed it
+        regions[region] = regions.get(region, 0) + nbytes
+        storages.append((region, tuple(t.shape), str(t.dtype).replace("torch.", ""), nbytes))
+    if backward:
+        loss.backward()
+    middle = f"layer {cfg.layers // 2}"
+    return {"layer": regions.get(middle, 0), "total": sum(regions.values()), "storages": storages,
+            "middle": middle, "model": model}
+
+
+def self_check():
+    """Gradients with recompute_modules (and the fp8 emulation) equal those without (fp32): the
+    checkpoints, CheckpointWithoutOutput's freed-and-restored storage and the Functions' backwards."""
+    cfg = models.ModelConfig(**dict(LLAMA, layers=2))
+    ok = True
+    for impl, modules, fp8, store in ((TE, ("core_attn", "mlp"), "delayed", True),
+                                      ("local", ("core_attn", "layernorm", "mlp"), "none", False)):
+        attention = "flash" if impl == TE else "eager"
+        grads = []
+        for rc, o in (("none", MegatronOpts(impl)), ("selective", MegatronOpts(impl, fp8, store, modules))):
+            m = measure(cfg, models.RunConfig("megatron", attention, rc, "fp32", 16, 2), o, backward=True)
+            grads.append([p.grad.clone() for p in m["model"].parameters()])
+        for g0, g1 in zip(*grads):
+            if not torch.allclose(g0, g1, rtol=1e-4, atol=1e-6):
+                print(f"self-check: {impl} {modules} fp8 {fp8}: gradients differ from the plain layer's")
+                ok = False
+                break
+    if ok:
+        print("self-check: TE and local layers with recompute_modules (and fp8 emulation) give the plain gradients")
+    return ok
+
+
+# ---------------------------------------------------------------------------------------------
+# cases
+
+LLAMA = dict(family="llama", hidden=256, layers=3, heads=8, kv_heads=2, head_dim=32, ffn=704, vocab=1003, eps=1e-6)
+LLAMA_MHA = dict(LLAMA, hidden=192, heads=6, kv_heads=6, head_dim=32, ffn=512, vocab=1009)
+GPT = dict(family="gpt2", hidden=192, layers=3, heads=6, kv_heads=6, head_dim=32, ffn=768, vocab=1013, max_positions=256)
+
+TE = "transformer_engine"
+CASES = [
+    # name, model, dtype, seq, batch, recompute, MegatronOpts
+    ("te-llama-gqa-none-bf16", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE)),
+    ("te-llama-gqa-none-fp32", LLAMA, "fp32", 48, 3, "none", MegatronOpts(TE)),
+    ("te-llama-mha-none-bf16", LLAMA_MHA, "bf16", 80, 1, "none", MegatronOpts(TE)),
+    ("te-gpt-norope-none-bf16", GPT, "bf16", 64, 2, "none", MegatronOpts(TE)),
+    ("te-llama-gqa-coreattn-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE)),
+    ("te-llama-gqa-mlp-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, modules=("mlp",))),
+    ("te-llama-gqa-coreattn-mlp-bf16", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts(TE, modules=("core_attn", "mlp"))),
+    ("te-llama-gqa-layernorm-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, modules=("layernorm",))),
+    ("te-gpt-coreattn-mlp-bf16", GPT, "bf16", 64, 2, "selective", MegatronOpts(TE, modules=("core_attn", "mlp"))),
+    ("te-llama-gqa-full-bf16", LLAMA, "bf16", 64, 2, "full", MegatronOpts(TE)),
+    ("te-llama-gqa-fp8-delayed", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed")),
+    ("te-llama-mha-fp8-tensorwise", LLAMA_MHA, "bf16", 80, 1, "none", MegatronOpts(TE, fp8="tensorwise")),
+    ("te-llama-gqa-fp8-actstore", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed", act_fp8_store=True)),
+    ("te-llama-gqa-fp8-coreattn", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed")),
+    ("te-llama-gqa-fp8-mlp", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed", modules=("mlp",))),
+    ("te-gpt-fp8-none", GPT, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed")),
+    ("local-llama-gqa-layernorm-bf16", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts("local", modules=("layernorm",))),
+    ("local-llama-gqa-mlp-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts("local", modules=("mlp",))),
+    ("local-llama-gqa-all3-bf16", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts("local", modules=("core_attn", "layernorm", "mlp"))),
+    ("local-gpt-layernorm-mlp-fp32", GPT, "fp32", 48, 2, "selective",
+     MegatronOpts("local", modules=("layernorm", "mlp"))),
+    # Megatron's default dropouts (0.1): bias-dropout-add keeps a bool mask per residual add; the
+    # attention dropout runs inside FusedAttention, which keeps only its rng_state.
+    ("te-llama-gqa-none-bf16-drop", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE), 0.1),
+    ("te-llama-gqa-fp8-coreattn-drop", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed"), 0.1),
+]
+
+
+def cli_extra(opts: MegatronOpts, recompute):
+    extra = ["--transformer-impl", opts.impl]
+    if opts.fp8 != "none":
+        extra += ["--fp8", opts.fp8]
+    if opts.act_fp8_store:
+        extra += ["--activation-func-fp8-input-store"]
+    if recompute == "selective":
+        extra += ["--recompute-modules", ",".join(opts.modules)]
+    return extra
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--actmem")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--measure-only", action="store_true")
+    ap.add_argument("--self-check", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    opts = ap.parse_args()
+    if opts.self_check:
+        return 0 if self_check() else 1
+    cases = [c for c in CASES if opts.filter in c[0]]
+    if opts.list:
+        print("\n".join(c[0] for c in cases))
+        return 0
+    if not opts.measure_only and not self_check():
+        return 1
+    failed = 0
+    with tempfile.TemporaryDirectory() as workdir:
+        print(f"{'case':34s} {'layer meas':>11s} {'est':>11s} {'total meas':>11s} {'est':>11s}  err")
+        for name, model, dtype, seq, batch, rc, mopts, *dropout in cases:
+            cfg = models.ModelConfig(**model)
+            attention = "flash" if mopts.impl == TE else "eager"
+            p = dropout[0] if dropout else 0.0
+            run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
+            m = measure(cfg, run, mopts)
+            if opts.measure_only:
+                print(f"{name:34s} {m['layer']:11d} {'':11s} {m['total']:11d}")
+                for region, shape, dt, nbytes in m["storages"]:
+                    if region in (m["middle"], "shared"):
+                        print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
+                continue
+            est, err = run_validation.call_actmem(opts.actmem, name, cfg, run, workdir, extra=cli_extra(mopts, rc))
+            if err:
+                print(f"{name:34s} FAIL {err}")
+                failed += 1
+                continue
+            e_layer, e_total = int(est["per_layer_bytes"]), int(est["total_bytes"])
+            worst = max(abs(e_layer - m["layer"]) / m["layer"], abs(e_total - m["total"]) / m["total"])
+            ok = worst <= 0.01
+            failed += not ok
+            print(f"{name:34s} {m['layer']:11d} {e_layer:11d} {m['total']:11d} {e_total:11d}  {worst * 100:.3f}%"
+                  f"{'' if ok else '  FAIL'}")
+    if not opts.measure_only:
+        print(f"{len(cases) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
