@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include <fmt/format.h>
@@ -46,6 +47,8 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
                              kHfVersionNames.name(workload.hf_version), model.model_type)};
   try {
     auto p = std::make_shared<detail::Prepared>();
+    static std::atomic<uint64_t> next_id{1};
+    p->id = next_id.fetch_add(1, std::memory_order_relaxed);
     p->name = model.name;
     p->model = model;
     p->workload = workload;
@@ -220,6 +223,19 @@ struct Scratch {
                                        // attention core again under selective recomputation)
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;
   std::vector<int64_t> kind_rerun;  // full recomputation: layers of each kind rerun
+  /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
+  /// bindings. They are a function of the prepared model, the graph variant and the symbol values
+  /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
+  /// offloading, pipeline shapes differ; the symbols do not), so the polynomials are evaluated once.
+  struct Bound {
+    uint64_t prepared = 0;  // Prepared::id; 0: empty
+    std::size_t variant = 0;
+    SymValues values{};
+    std::vector<KindBytes> kinds;
+    int64_t embedding = 0, head_loss = 0;
+  };
+  std::array<Bound, 4> bound;
+  std::size_t next_bound = 0;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -384,9 +400,16 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const double sd = static_cast<double>(l.seq_len);
   const double bd = static_cast<double>(l.micro_batch);
   const double tokens = sd * bd;
+  // evaluate(): the same binding seen lately (Scratch::Bound; sd and bd are its kSeqKey and kBatch).
+  const Scratch::Bound* seen = nullptr;
+  if constexpr (!Sink::kRecords)
+    for (const auto& e : s.bound)
+      if (e.prepared == p.id && e.variant == b.variant.index() && e.values == b.values) seen = &e;
+  if (seen) std::copy(seen->kinds.begin(), seen->kinds.end(), s.kinds.begin());
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerKind& kind = g.kinds[k];
     v[static_cast<std::size_t>(Sym::kFfn)] = kind.spec.ffn / par.tp;
+    if (seen) continue;
     KindBytes& kb = s.kinds[k];
     kb.none = eval(kind.graph.none, v);
     kb.selective = eval(kind.graph.selective, v);
@@ -398,8 +421,18 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     kb.core_flops = 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
     kb.flops = 2.0 * tokens * kind.macs_per_token + kb.core_flops;
   }
-  const int64_t embedding = eval(g.embedding.none, v);
-  const int64_t head_loss = eval(g.head.none, v);
+  const int64_t embedding = seen ? seen->embedding : eval(g.embedding.none, v);
+  const int64_t head_loss = seen ? seen->head_loss : eval(g.head.none, v);
+  if (!Sink::kRecords && !seen) {
+    Scratch::Bound& e = s.bound[s.next_bound];
+    s.next_bound = (s.next_bound + 1) % s.bound.size();
+    e.prepared = p.id;
+    e.variant = b.variant.index();
+    e.values = b.values;
+    e.kinds.assign(s.kinds.begin(), s.kinds.end());
+    e.embedding = embedding;
+    e.head_loss = head_loss;
+  }
   const int64_t chunk_layers = b.chunk_layers;
   const RecomputePlan plan = RecomputePlan::of(l, chunk_layers);
   auto kept = [&](const KindBytes& k, int64_t position) { return plan.kept(k.none, k.selective, k.input, position); };

@@ -24,6 +24,7 @@
 namespace actmem::detail {
 
 struct Prepared {
+  uint64_t id = 0;  // unique per prepare() in this process: what evaluate()'s per-thread caches key on
   std::string name;
   bool param_only = false;
   int64_t param_count = 0;  // param_only: the count given

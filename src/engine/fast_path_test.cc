@@ -69,6 +69,31 @@ TEST(FastPath, RunWalkEqualsStepWalk) {
   EXPECT_GT(differed_from_first_step, 1000);
 }
 
+// Every field of Totals: bytes equal, FLOPs equal to the bit (the same operations in the same order).
+void expect_same_totals(const Totals& fast, const Totals& t, const std::string& where) {
+  EXPECT_EQ(fast.total, t.total) << where;
+  EXPECT_EQ(fast.weights, t.weights) << where;
+  EXPECT_EQ(fast.gradients, t.gradients) << where;
+  EXPECT_EQ(fast.optimizer, t.optimizer) << where;
+  EXPECT_EQ(fast.cpu_optimizer, t.cpu_optimizer) << where;
+  EXPECT_EQ(fast.paged_optimizer, t.paged_optimizer) << where;
+  EXPECT_EQ(fast.activations, t.activations) << where;
+  EXPECT_EQ(fast.host_activations, t.host_activations) << where;
+  EXPECT_EQ(fast.transient, t.transient) << where;
+  EXPECT_EQ(fast.reserve, t.reserve) << where;
+  EXPECT_EQ(fast.peak_stage, t.peak_stage) << where;
+  EXPECT_EQ(fast.params_on_gpu, t.params_on_gpu) << where;
+  EXPECT_EQ(fast.per_layer, t.per_layer) << where;
+  EXPECT_EQ(fast.activations_total, t.activations_total) << where;
+  EXPECT_EQ(fast.in_flight_max, t.in_flight_max) << where;
+  EXPECT_EQ(fast.in_flight_stage, t.in_flight_stage) << where;
+  EXPECT_EQ(fast.in_flight_micro_batches, t.in_flight_micro_batches) << where;
+  EXPECT_EQ(fast.recompute_peak, t.recompute_peak) << where;
+  EXPECT_EQ(fast.forward_flops, t.forward_flops) << where;
+  EXPECT_EQ(fast.recompute_flops, t.recompute_flops) << where;
+  EXPECT_EQ(fast.stage_imbalance, t.stage_imbalance) << where;
+}
+
 Layout random_deep_layout(std::mt19937& rng, const ModelSpec& m, Framework fw) {
   auto pick = [&](std::initializer_list<int64_t> xs) {
     std::uniform_int_distribution<std::size_t> d(0, xs.size() - 1);
@@ -130,29 +155,7 @@ TEST(FastPath, EvaluateEqualsTheReferenceAccountingOnRandomDeepLayouts) {
           EXPECT_EQ(std::string(fast.error_field), report.error().field);
           continue;
         }
-        const Totals& t = report->totals;
-        const auto where = [&] { return std::string(preset) + " " + layout_flags(l); };
-        EXPECT_EQ(fast.total, t.total) << where();
-        EXPECT_EQ(fast.weights, t.weights) << where();
-        EXPECT_EQ(fast.gradients, t.gradients) << where();
-        EXPECT_EQ(fast.optimizer, t.optimizer) << where();
-        EXPECT_EQ(fast.cpu_optimizer, t.cpu_optimizer) << where();
-        EXPECT_EQ(fast.paged_optimizer, t.paged_optimizer) << where();
-        EXPECT_EQ(fast.activations, t.activations) << where();
-        EXPECT_EQ(fast.host_activations, t.host_activations) << where();
-        EXPECT_EQ(fast.transient, t.transient) << where();
-        EXPECT_EQ(fast.reserve, t.reserve) << where();
-        EXPECT_EQ(fast.peak_stage, t.peak_stage) << where();
-        EXPECT_EQ(fast.params_on_gpu, t.params_on_gpu) << where();
-        EXPECT_EQ(fast.per_layer, t.per_layer) << where();
-        EXPECT_EQ(fast.activations_total, t.activations_total) << where();
-        EXPECT_EQ(fast.in_flight_max, t.in_flight_max) << where();
-        EXPECT_EQ(fast.in_flight_stage, t.in_flight_stage) << where();
-        EXPECT_EQ(fast.in_flight_micro_batches, t.in_flight_micro_batches) << where();
-        EXPECT_EQ(fast.recompute_peak, t.recompute_peak) << where();
-        EXPECT_EQ(fast.forward_flops, t.forward_flops) << where();  // the same operations: equal bits
-        EXPECT_EQ(fast.recompute_flops, t.recompute_flops) << where();
-        EXPECT_EQ(fast.stage_imbalance, t.stage_imbalance) << where();
+        expect_same_totals(fast, report->totals, std::string(preset) + " " + layout_flags(l));
         ++checked;
         if (l.parallel.pp > 3) ++deep;
         if (l.parallel.vpp > 1) ++interleaved;
@@ -165,6 +168,46 @@ TEST(FastPath, EvaluateEqualsTheReferenceAccountingOnRandomDeepLayouts) {
   EXPECT_GT(deep, 500);
   EXPECT_GT(interleaved, 300);
   EXPECT_GT(uneven, 150);
+}
+
+// evaluate() keeps the layer kinds' bytes of its last few bindings (the symbol values a layout
+// binds) per prepared model. Layouts that share a binding (they differ in ZeRO, recomputation,
+// pipeline shape) and two prepared models with equal bindings but different graphs (flash vs eager
+// attention: eager keeps the s×s scores) evaluated in turn must each equal explain().
+TEST(FastPath, RepeatedBindingsOfTwoPreparedModelsEqualTheReference) {
+  const ModelSpec model = load_model("llama-3-70b").value();
+  const auto flash = prepare(model, {.framework = Framework::kMegatron, .attention = AttentionImpl::kFlash}).value();
+  const auto eager = prepare(model, {.framework = Framework::kMegatron, .attention = AttentionImpl::kEager}).value();
+  int64_t checked = 0;
+  std::vector<int64_t> eager_activations;
+  for (int64_t tp : {1, 8})
+    for (int64_t b : {1, 2})
+      for (int64_t pp : {1, 4, 8})
+        for (int64_t vpp : {1, 2})
+          for (int zero : {0, 1})
+            for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+              for (int sp = tp > 1 ? 1 : 0; sp >= 0; --sp)
+                for (const PreparedModel* prepared : {&flash, &eager}) {
+                  if (vpp > 1 && pp == 1) continue;
+                  Layout l;
+                  l.seq_len = 4096;
+                  l.micro_batch = b;
+                  l.parallel = {.dp = 64 / (tp * pp), .tp = tp, .sp = sp == 1, .pp = pp, .vpp = vpp,
+                                .num_micro_batches = 2 * pp};
+                  l.zero_stage = zero;
+                  l.recompute = rc;
+                  Totals fast;
+                  ASSERT_TRUE(evaluate(*prepared, l, fast)) << layout_flags(l);
+                  const auto report = explain(*prepared, l).value();
+                  expect_same_totals(fast, report.totals, (prepared == &flash ? "flash " : "eager ") + layout_flags(l));
+                  if (prepared == &eager) eager_activations.push_back(fast.activations_total);
+                  ++checked;
+                }
+  EXPECT_EQ(checked, 2 * 2 * (1 + 2 + 2) * 2 * 3 * 2 * 2 - 2 * (1 + 2 + 2) * 2 * 3 * 2);  // tp 1: no sp
+  // Eager attention keeps the s×s scores, flash does not: the two models do differ.
+  Totals f;
+  ASSERT_TRUE(evaluate(flash, {.seq_len = 4096}, f));
+  EXPECT_GT(eager_activations.front(), f.activations_total);
 }
 
 }  // namespace
