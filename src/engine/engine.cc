@@ -251,6 +251,7 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
   StageParams st;
   st.stage = stage;
   st.first_layer = split.chunk_begin(split.chunk_of(stage, 0));
+  double sum = work ? *work : 0;
   for (int64_t j = 0; j < split.vpp; ++j) {
     const int64_t c = split.chunk_of(stage, j);
     const int64_t begin = split.chunk_begin(c);
@@ -261,12 +262,13 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
       const int64_t n = p.count(k, begin, end);
       st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
       st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
-      if (work) {
-        *work += static_cast<double>(n) * s.kind_work[k];
-        if (rerun_end > begin) *work += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
+      if (work) {  // in a local, in the same order: the same sum, without a store per term
+        sum += static_cast<double>(n) * s.kind_work[k];
+        if (rerun_end > begin) sum += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
       }
     }
   }
+  if (work) *work = sum;
   add_embedding_and_head(st, p.params, par.tp, par.pp);
   return st;
 }
@@ -522,9 +524,9 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     const bool by_kind = !Sink::kRecords && segment == 1;
     s.kind_rerun.assign(num_kinds, 0);
     int64_t next_first = 0;
-    for (int64_t c = 0; c < par.pp * par.vpp; ++c) {
+    for (int64_t c = 0, rank = 0; c < par.pp * par.vpp; ++c, rank = rank + 1 == par.pp ? 0 : rank + 1) {
       const int64_t first = Sink::kRecords ? b.split.chunk_begin(c) : next_first;
-      const int64_t n = b.split.chunk_size(c);
+      const int64_t n = Sink::kRecords ? b.split.chunk_size(c) : b.split.chunk_size_on_rank(rank);
       next_first = first + n;
       const int64_t rerun = plan.rerun(n);
       for (int64_t pos = 0; !by_kind && pos < rerun; pos += segment) {
