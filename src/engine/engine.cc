@@ -112,7 +112,9 @@ struct Interleaved {
       : pp(p.pp), vpp(p.vpp), round(p.pp * p.vpp), warmup((p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp),
         steps(p.num_micro_batches > 0 ? std::min(p.num_micro_batches * p.vpp - warmup, round) : round) {}
   /// Virtual micro-batches of chunk j among the first n (forward order).
-  int64_t of_chunk(int64_t n, int64_t j) const { return (n / round) * pp + std::clamp(n % round - j * pp, int64_t{0}, pp); }
+  int64_t of_chunk(int64_t n, int64_t j) const {
+    return (n / round) * pp + std::clamp(n % round - j * pp, int64_t{0}, pp);
+  }
   /// Chunk-micro-batches in flight on each chunk at steady step k.
   void counts_at(int64_t k, int64_t* out) const {
     for (int64_t j = 0; j < vpp; ++j) out[j] = of_chunk(warmup + 1 + k, j) - of_chunk(k, vpp - 1 - j);
@@ -426,6 +428,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const int64_t embedding = seen ? seen->embedding : eval(g.embedding.none, v);
   const int64_t head_loss = seen ? seen->head_loss : eval(g.head.none, v);
   if (!Sink::kRecords && !seen) {
+    for (auto& x : s.bound) x.kinds.reserve(num_kinds);  // every entry at once: no allocation after a first call
     Scratch::Bound& e = s.bound[s.next_bound];
     s.next_bound = (s.next_bound + 1) % s.bound.size();
     e.prepared = p.id;

@@ -1,7 +1,8 @@
 // evaluate()'s shortcuts against the straightforward accounting that explain() keeps:
 // - the interleaved schedule walked run by run (O(vpp)) instead of step by step;
 // - pipeline ranks 2 .. pp − 2 skipped when ranks 1 .. pp − 2 hold alike layers (rank 1 peaks);
-// - the full-recomputation peak taken over layer kinds instead of over every layer.
+// - the full-recomputation peak taken over layer kinds instead of over every layer;
+// - the layer kinds' bytes of recent bindings kept per thread (Scratch::Bound).
 // Each must give the same numbers, to the byte and to the bit, on many random layouts.
 #include <random>
 #include <vector>
@@ -62,7 +63,8 @@ TEST(FastPath, RunWalkEqualsStepWalk) {
             ++compared;
             // The peak is not always the first steady step: the walk matters.
             std::vector<int64_t> first(n);
-            detail::in_flight_per_chunk_reference(p, rank, std::vector<int64_t>(n, 1).data(), first.data(), step.data());
+            const std::vector<int64_t> ones(n, 1);
+            detail::in_flight_per_chunk_reference(p, rank, ones.data(), first.data(), step.data());
             if (fast != first) ++differed_from_first_step;
           }
   EXPECT_EQ(compared, (2 + 12) * 11 / 2 * 7 * 7 * 6);  // ranks of pp 2..12 × vpp × M × patterns
@@ -132,9 +134,9 @@ Layout random_deep_layout(std::mt19937& rng, const ModelSpec& m, Framework fw) {
 }
 
 // Every field of Totals, evaluate() against explain(), over random deep, interleaved and uneven
-// pipelines of models with one layer kind and with several (DeepSeek-V3: 3 dense layers then MoE;
-// Gemma 2: sliding-window and global layers alternating; GPT-2 under HF: the first layer its own
-// kind when embeddings are frozen is not exercised here, but kinds by position are).
+// pipelines of models with one layer kind and with several (DeepSeek-V3: 3 dense layers then MoE,
+// so ranks 1 .. pp − 2 are not always alike; Gemma 2: sliding-window and global layers alternating,
+// alike only when the chunks keep the same order of kinds).
 TEST(FastPath, EvaluateEqualsTheReferenceAccountingOnRandomDeepLayouts) {
   std::mt19937 rng(20261202);
   int64_t checked = 0, deep = 0, interleaved = 0, uneven = 0;
