@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include <fmt/format.h>
@@ -48,6 +49,8 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
                              kHfVersionNames.name(workload.hf_version), model.model_type)};
   try {
     auto p = std::make_shared<detail::Prepared>();
+    static std::atomic<uint64_t> next_id{1};
+    p->id = next_id.fetch_add(1, std::memory_order_relaxed);
     p->name = model.name;
     p->model = model;
     p->workload = workload;
@@ -104,60 +107,109 @@ namespace detail {
 
 namespace {
 
-/// Micro-batches in flight on pipeline `rank` for each of its `vpp` model chunks, at the step of
-/// Megatron's schedule (megatron/core/pipeline_parallel/schedules.py) where they hold the most bytes;
-/// `chunk_bytes[j]` is what one micro-batch keeps on chunk j (embedding / head included).
-/// 1F1B (forward_backward_pipelining_without_interleaving): rank r holds min(pp − r, M).
-/// Interleaved (forward_backward_pipelining_with_interleaving): warm-up w = (pp−r−1)·2 + (vpp−1)·pp
-/// forwards (get_pp_rank_microbatches; all M·vpp when w reaches that), then each steady step k runs
-/// forward w + k and backward k; virtual micro-batch i is chunk (i mod pp·vpp)/pp in forward and
-/// vpp − 1 minus that in backward (get_schedule_table, groups of pp). Every steady step holds w + 1
-/// chunk-micro-batches, but which chunks repeats with period pp·vpp: e.g. rank 0 at pp 4, vpp 2,
-/// M 8 holds 7 + 4 after the warm-up and 8 + 3 one step later (measured by
-/// validation/pipeline_validation.py), so the step with the most bytes is searched. With uniform
-/// layers rank 0 holds pp·vpp + pp − 1 chunk-micro-batches, L/pp·(pp + (pp−1)/vpp) layers:
-/// Korthikanti's factor 1 + (p−1)/(p·v).
-void in_flight_per_chunk(const ParallelLayout& p, int64_t rank, const int64_t* chunk_bytes, int64_t* counts,
-                         int64_t* step) {
+/// Megatron's interleaved schedule on one rank (see in_flight_per_chunk in engine.h).
+struct Interleaved {
+  int64_t pp, vpp, round, warmup, steps;
+  Interleaved(const ParallelLayout& p, int64_t rank)
+      : pp(p.pp), vpp(p.vpp), round(p.pp * p.vpp), warmup((p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp),
+        steps(p.num_micro_batches > 0 ? std::min(p.num_micro_batches * p.vpp - warmup, round) : round) {}
+  /// Virtual micro-batches of chunk j among the first n (forward order).
+  int64_t of_chunk(int64_t n, int64_t j) const {
+    return (n / round) * pp + std::clamp(n % round - j * pp, int64_t{0}, pp);
+  }
+  /// Chunk-micro-batches in flight on each chunk at steady step k.
+  void counts_at(int64_t k, int64_t* out) const {
+    for (int64_t j = 0; j < vpp; ++j) out[j] = of_chunk(warmup + 1 + k, j) - of_chunk(k, vpp - 1 - j);
+  }
+};
+
+/// 1F1B, or the interleaved schedule's warm-up holding every forward: the counts without a walk.
+bool in_flight_closed(const ParallelLayout& p, int64_t rank, int64_t* counts) {
   const int64_t m = p.num_micro_batches;
   if (p.vpp == 1) {
     counts[0] = std::min(p.pp - rank, m > 0 ? m : p.pp);
-    return;
+    return true;
   }
   const int64_t warmup = (p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp;
   if (m > 0 && warmup + 1 >= m * p.vpp) {  // all forwards before the first backward
     std::fill(counts, counts + p.vpp, m);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void in_flight_per_chunk(const ParallelLayout& p, int64_t rank, const int64_t* chunk_bytes, int64_t* counts,
+                         int64_t* step) {
+  if (in_flight_closed(p, rank, counts)) return;
+  const Interleaved sched(p, rank);
+  // Every chunk keeping the same bytes: every step holds the same (w + 1 chunk-micro-batches), and
+  // the first step is the one with the most.
+  if (std::all_of(chunk_bytes + 1, chunk_bytes + p.vpp, [&](int64_t x) { return x == chunk_bytes[0]; })) {
+    sched.counts_at(0, counts);
     return;
   }
-  const int64_t round = p.pp * p.vpp;
-  // virtual micro-batches of chunk j among the first n (forward order)
-  const auto of_chunk = [&](int64_t n, int64_t j) {
-    return (n / round) * p.pp + std::clamp(n % round - j * p.pp, int64_t{0}, p.pp);
-  };
-  const int64_t steps = m > 0 ? std::min(m * p.vpp - warmup, round) : round;
-  const auto counts_at = [&](int64_t k, int64_t* out) {
-    for (int64_t j = 0; j < p.vpp; ++j) out[j] = of_chunk(warmup + 1 + k, j) - of_chunk(k, p.vpp - 1 - j);
-  };
   // From step k to k + 1 one forward starts (virtual micro-batch warmup + 1 + k, of chunk
-  // ((warmup + 1 + k) mod round) / pp) and one backward ends (virtual micro-batch k, whose chunk
-  // runs backward as vpp − 1 − (k mod round) / pp): the bytes change by two chunks', so the walk
-  // is O(1) per step; the counts are rebuilt once, at the first step with the most bytes.
-  counts_at(0, step);
+  // ((warmup + 1 + k) mod round) / pp) and one backward ends (virtual micro-batch k, of chunk
+  // vpp − 1 − (k mod round) / pp; steps <= round, so k mod round = k): the bytes change by
+  // chunk_bytes[forward] − chunk_bytes[backward]. Both chunks stay the same for runs of steps that
+  // end where k or warmup + 1 + k reaches a multiple of pp, so the bytes are linear on each run
+  // (at most 2·vpp + 1 of them): rising to the run's end, else largest at its start. The first step
+  // with the most bytes is therefore a run's start or end, and the walk goes run by run, O(vpp).
+  sched.counts_at(0, step);
   Bytes bytes{0};
   for (int64_t j = 0; j < p.vpp; ++j) bytes += Bytes{chunk_bytes[j]} * step[j];
   Bytes best = bytes;
   int64_t best_k = 0;
-  for (int64_t k = 0; k + 1 < steps; ++k) {
-    const int64_t forward = ((warmup + 1 + k) % round) / p.pp;
-    const int64_t backward = p.vpp - 1 - (k % round) / p.pp;
-    bytes += Bytes{chunk_bytes[forward]} - Bytes{chunk_bytes[backward]};
+  const int64_t f0 = (sched.warmup + 1) % sched.round;
+  int64_t forward = f0 / p.pp, forward_pos = f0 % p.pp;
+  int64_t backward = p.vpp - 1, backward_pos = 0;
+  for (int64_t k = 0; k + 1 < sched.steps;) {
+    const int64_t run = std::min({p.pp - forward_pos, p.pp - backward_pos, sched.steps - 1 - k});
+    const Bytes change = Bytes{chunk_bytes[forward]} - Bytes{chunk_bytes[backward]};
+    if (change > Bytes{0}) {
+      bytes += change * run;
+      if (bytes > best) {
+        best = bytes;
+        best_k = k + run;
+      }
+    } else {
+      bytes += change * run;  // the run's start (already compared) is its largest
+    }
+    k += run;
+    if ((forward_pos += run) == p.pp) {
+      forward_pos = 0;
+      if (++forward == p.vpp) forward = 0;
+    }
+    if ((backward_pos += run) == p.pp) {
+      backward_pos = 0;
+      --backward;
+    }
+    // The next run starts here: compared as the previous run's end (or it starts no higher).
+  }
+  sched.counts_at(best_k, counts);
+}
+
+void in_flight_per_chunk_reference(const ParallelLayout& p, int64_t rank, const int64_t* chunk_bytes,
+                                   int64_t* counts, int64_t* step) {
+  if (in_flight_closed(p, rank, counts)) return;
+  const Interleaved sched(p, rank);
+  Bytes best{-1};
+  int64_t best_k = 0;
+  for (int64_t k = 0; k < sched.steps; ++k) {
+    sched.counts_at(k, step);
+    Bytes bytes{0};
+    for (int64_t j = 0; j < p.vpp; ++j) bytes += Bytes{chunk_bytes[j]} * step[j];
     if (bytes > best) {
       best = bytes;
-      best_k = k + 1;
+      best_k = k;
     }
   }
-  counts_at(best_k, counts);
+  sched.counts_at(best_k, counts);
 }
+
+namespace {
 
 int64_t eval(const Polynomial& poly, const SymValues& v) {
   int64_t out = 0;
@@ -174,6 +226,20 @@ struct Scratch {
   std::vector<double> kind_work;       // FLOPs of one layer of each kind per micro-batch: 3·forward (+ the
                                        // attention core again under selective recomputation)
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;
+  std::vector<int64_t> kind_rerun;  // full recomputation: layers of each kind rerun
+  /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
+  /// bindings. They are a function of the prepared model, the graph variant and the symbol values
+  /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
+  /// offloading, pipeline shapes differ; the symbols do not), so the polynomials are evaluated once.
+  struct Bound {
+    uint64_t prepared = 0;  // Prepared::id; 0: empty
+    std::size_t variant = 0;
+    SymValues values{};
+    std::vector<KindBytes> kinds;
+    int64_t embedding = 0, head_loss = 0;
+  };
+  std::array<Bound, 4> bound;
+  std::size_t next_bound = 0;
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -189,6 +255,7 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
   StageParams st;
   st.stage = stage;
   st.first_layer = split.chunk_begin(split.chunk_of(stage, 0));
+  double sum = work ? *work : 0;
   for (int64_t j = 0; j < split.vpp; ++j) {
     const int64_t c = split.chunk_of(stage, j);
     const int64_t begin = split.chunk_begin(c);
@@ -199,14 +266,34 @@ StageParams stage_params_from_kinds(const Prepared& p, const ParallelLayout& par
       const int64_t n = p.count(k, begin, end);
       st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
       st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
-      if (work) {
-        *work += static_cast<double>(n) * s.kind_work[k];
-        if (rerun_end > begin) *work += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
+      if (work) {  // in a local, in the same order: the same sum, without a store per term
+        sum += static_cast<double>(n) * s.kind_work[k];
+        if (rerun_end > begin) sum += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
       }
     }
   }
+  if (work) *work = sum;
   add_embedding_and_head(st, p.params, par.tp, par.pp);
   return st;
+}
+
+/// Whether pipeline ranks 1 .. pp − 2 hold the same layers chunk for chunk: for each j, the middle
+/// ranks' chunks j·pp + 1 .. j·pp + pp − 2 (consecutive layers, `middle` each) repeat the same
+/// sequence of layer kinds. Then those ranks have equal static bytes, equal work and equal bytes per
+/// micro-batch on each chunk (same kinds at the same positions: any recomputation plan keeps the
+/// same), and differ only in micro-batches in flight.
+bool middle_ranks_alike(const Prepared& p, const PipelineSplit& split) {
+  const int64_t d = split.middle;
+  for (int64_t j = 0; j < split.vpp; ++j) {
+    const int64_t begin = split.chunk_begin(split.chunk_of(1, j));
+    const int64_t end = split.chunk_begin(split.chunk_of(split.pp - 1, j));
+    bool one_kind = false;  // the common case, O(kinds): every layer of the stretch of one kind
+    for (std::size_t k = 0; k < p.num_kinds && !one_kind; ++k) one_kind = p.count(k, begin, end) == end - begin;
+    if (one_kind) continue;
+    const auto* kinds = p.kind_of.data();
+    if (!std::equal(kinds + begin, kinds + end - d, kinds + begin + d)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -319,9 +406,16 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const double sd = static_cast<double>(l.seq_len);
   const double bd = static_cast<double>(l.micro_batch);
   const double tokens = sd * bd;
+  // evaluate(): the same binding seen lately (Scratch::Bound; sd and bd are its kSeqKey and kBatch).
+  const Scratch::Bound* seen = nullptr;
+  if constexpr (!Sink::kRecords)
+    for (const auto& e : s.bound)
+      if (e.prepared == p.id && e.variant == b.variant.index() && e.values == b.values) seen = &e;
+  if (seen) std::copy(seen->kinds.begin(), seen->kinds.end(), s.kinds.begin());
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerKind& kind = g.kinds[k];
     v[static_cast<std::size_t>(Sym::kFfn)] = kind.spec.ffn / par.tp;
+    if (seen) continue;
     KindBytes& kb = s.kinds[k];
     kb.none = eval(kind.graph.none, v);
     kb.selective = eval(kind.graph.selective, v);
@@ -336,8 +430,19 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     // the MLP's linears with recompute_modules mlp (te_rules.h).
     kb.selective_flops = (kind.selective_reruns_core ? kb.core_flops : 0.0) + 2.0 * tokens * kind.selective_recompute_macs;
   }
-  const int64_t embedding = eval(g.embedding.none, v);
-  const int64_t head_loss = eval(g.head.none, v);
+  const int64_t embedding = seen ? seen->embedding : eval(g.embedding.none, v);
+  const int64_t head_loss = seen ? seen->head_loss : eval(g.head.none, v);
+  if (!Sink::kRecords && !seen) {
+    for (auto& x : s.bound) x.kinds.reserve(num_kinds);  // every entry at once: no allocation after a first call
+    Scratch::Bound& e = s.bound[s.next_bound];
+    s.next_bound = (s.next_bound + 1) % s.bound.size();
+    e.prepared = p.id;
+    e.variant = b.variant.index();
+    e.values = b.values;
+    e.kinds.assign(s.kinds.begin(), s.kinds.end());
+    e.embedding = embedding;
+    e.head_loss = head_loss;
+  }
   const int64_t chunk_layers = b.chunk_layers;
   const RecomputePlan plan = RecomputePlan::of(l, chunk_layers);
   auto kept = [&](const KindBytes& k, int64_t position) { return plan.kept(k.none, k.selective, k.input, position); };
@@ -420,19 +525,33 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     // Segments never cross a model chunk (a stage's share of layers); with recompute_layers only
     // the first N layers of each chunk are rerun.
     const int64_t segment = plan.segment();
-    for (int64_t c = 0; c < par.pp * par.vpp; ++c) {
-      const int64_t first = b.split.chunk_begin(c);
-      const int64_t n = b.split.chunk_size(c);
+    // evaluate(), one-layer segments: a rerun layer's peak is its kind's (none − input), so the
+    // largest is over the kinds that some chunk reruns (counted below), not over every layer; and
+    // chunks follow each other in layer order, so chunk c + 1 begins where chunk c ends.
+    // explain() takes every layer and chunk_begin(), the reference fast_path_test checks against.
+    const bool by_kind = !Sink::kRecords && segment == 1;
+    s.kind_rerun.assign(num_kinds, 0);
+    int64_t next_first = 0;
+    for (int64_t c = 0, rank = 0; c < par.pp * par.vpp; ++c, rank = rank + 1 == par.pp ? 0 : rank + 1) {
+      const int64_t first = Sink::kRecords ? b.split.chunk_begin(c) : next_first;
+      const int64_t n = Sink::kRecords ? b.split.chunk_size(c) : b.split.chunk_size_on_rank(rank);
+      next_first = first + n;
       const int64_t rerun = plan.rerun(n);
-      for (int64_t pos = 0; pos < rerun; pos += segment) {
+      for (int64_t pos = 0; !by_kind && pos < rerun; pos += segment) {
         Bytes seg{0};
         for (int64_t i = first + pos; i < first + std::min(n, pos + segment); ++i)
           seg += Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(i)]].none};
         recompute_peak = std::max(recompute_peak, seg - Bytes{s.kinds[p.kind_of[static_cast<std::size_t>(first + pos)]].input});
       }
-      for (std::size_t k = 0; k < num_kinds; ++k)
-        recompute_flops += static_cast<double>(p.count(k, first, first + rerun)) * s.kinds[k].flops;
+      for (std::size_t k = 0; k < num_kinds; ++k) {
+        const int64_t reruns = p.count(k, first, first + rerun);
+        s.kind_rerun[k] += reruns;
+        recompute_flops += static_cast<double>(reruns) * s.kinds[k].flops;
+      }
     }
+    for (std::size_t k = 0; by_kind && k < num_kinds; ++k)
+      if (s.kind_rerun[k] > 0)
+        recompute_peak = std::max(recompute_peak, Bytes{s.kinds[k].none} - Bytes{s.kinds[k].input});
   }
   t.recompute_peak = recompute_peak.count();
   t.recompute_flops = recompute_flops;
@@ -491,14 +610,27 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   Bytes worst{-1};
   Bytes best_peak{-1};
   double busiest_work = 0;
+  // Ranks 1 .. pp − 2 alike (middle_ranks_alike): rank r + 1 holds, chunk for chunk, no more
+  // micro-batches in flight than rank r. 1F1B: min(pp − r, M). Interleaved: at each steady step k
+  // rank r + 1 has run two forwards fewer (warm-up (pp − r − 1)·2 + (vpp − 1)·pp) and the same k
+  // backwards, so its chunk counts are at most rank r's at step k, or, past rank r's last steady
+  // step, at most rank r's there (all forwards run, fewer backwards); and no chunk ever holds more
+  // than M. With equal static bytes, work and transients, rank 1 is the peak (the first of equals)
+  // of them all, and evaluate() skips ranks 2 .. pp − 2. explain() walks every rank (its per-stage
+  // table); engine_test checks both give the same totals.
+  const bool skip_middle = !Sink::kRecords && par.pp > 3 && middle_ranks_alike(p, b.split);
   for (int64_t rank = 0; rank < par.pp; ++rank) {
+    if (skip_middle && rank == 2) rank = par.pp - 1;
     for (std::size_t j = 0; j < vpp; ++j) {
       const int64_t c = b.split.chunk_of(rank, static_cast<int64_t>(j));
       s.chunk_layer_bytes[j] = s.chunk_bytes[j] = kept_run(b.split.chunk_begin(c), b.split.chunk_size(c)).count();
     }
     if (rank == 0) s.chunk_bytes.front() = (Bytes{s.chunk_bytes.front()} + Bytes{embedding}).count();
     if (rank == par.pp - 1) s.chunk_bytes.back() = (Bytes{s.chunk_bytes.back()} + Bytes{head_loss}).count();
-    in_flight_per_chunk(par, rank, s.chunk_bytes.data(), s.counts.data(), s.step.data());
+    if constexpr (Sink::kRecords)  // explain(): the reference walk, which evaluate()'s is checked against
+      in_flight_per_chunk_reference(par, rank, s.chunk_bytes.data(), s.counts.data(), s.step.data());
+    else
+      in_flight_per_chunk(par, rank, s.chunk_bytes.data(), s.counts.data(), s.step.data());
     Bytes stage_layers{0};
     for (std::size_t j = 0; j < vpp; ++j) stage_layers += Bytes{s.chunk_layer_bytes[j]} * s.counts[j];
     Bytes stage = stage_layers + Bytes{shared};

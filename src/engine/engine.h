@@ -24,6 +24,7 @@
 namespace actmem::detail {
 
 struct Prepared {
+  uint64_t id = 0;  // unique per prepare() in this process: what evaluate()'s per-thread caches key on
   std::string name;
   bool param_only = false;
   int64_t param_count = 0;  // param_only: the count given
@@ -93,6 +94,28 @@ struct NullSink {
   void on_stage(int64_t, Bytes) {}
   static constexpr bool kRecords = false;
 };
+
+/// Micro-batches in flight on pipeline `rank` for each of its `vpp` model chunks, at the step of
+/// Megatron's schedule (megatron/core/pipeline_parallel/schedules.py) where they hold the most bytes;
+/// `chunk_bytes[j]` is what one micro-batch keeps on chunk j (embedding / head included).
+/// 1F1B (forward_backward_pipelining_without_interleaving): rank r holds min(pp − r, M).
+/// Interleaved (forward_backward_pipelining_with_interleaving): warm-up w = (pp−r−1)·2 + (vpp−1)·pp
+/// forwards (get_pp_rank_microbatches; all M·vpp when w reaches that), then each steady step k runs
+/// forward w + k and backward k; virtual micro-batch i is chunk (i mod pp·vpp)/pp in forward and
+/// vpp − 1 minus that in backward (get_schedule_table, groups of pp). Every steady step holds w + 1
+/// chunk-micro-batches, but which chunks repeats with period pp·vpp: e.g. rank 0 at pp 4, vpp 2,
+/// M 8 holds 7 + 4 after the warm-up and 8 + 3 one step later (measured by
+/// validation/pipeline_validation.py), so the step with the most bytes is searched. With uniform
+/// layers rank 0 holds pp·vpp + pp − 1 chunk-micro-batches, L/pp·(pp + (pp−1)/vpp) layers:
+/// Korthikanti's factor 1 + (p−1)/(p·v).
+/// `step` is scratch of vpp entries. evaluate() runs this one: it walks the steady steps run by run
+/// (O(vpp), see engine.cc) instead of step by step.
+void in_flight_per_chunk(const ParallelLayout& p, int64_t rank, const int64_t* chunk_bytes, int64_t* counts,
+                         int64_t* step);
+/// The same by definition: every steady step's counts and bytes computed afresh, the first step
+/// with the most bytes kept, O(pp·vpp²). explain() runs this one, and fast_path_test compares them.
+void in_flight_per_chunk_reference(const ParallelLayout& p, int64_t rank, const int64_t* chunk_bytes,
+                                   int64_t* counts, int64_t* step);
 
 /// The whole accounting of one layout: checks, activations per stage, static memory per stage,
 /// transients, the peak. Returns false when a check fails (the Reporter has the error).

@@ -39,8 +39,9 @@ struct PipelineSplit {
   /// The rank of model chunk c (0 .. pp·vpp − 1, in layer order).
   int64_t rank_of(int64_t c) const { return c % pp; }
   /// Model chunk c in layer order: its first layer and its size.
-  int64_t chunk_size(int64_t c) const {
-    const int64_t r = rank_of(c);
+  int64_t chunk_size(int64_t c) const { return chunk_size_on_rank(rank_of(c)); }
+  /// The size of each chunk of pipeline rank r.
+  int64_t chunk_size_on_rank(int64_t r) const {
     if (r == 0) return first;
     if (r == pp - 1) return last;
     return middle;

@@ -20,6 +20,12 @@ constexpr double kAdam8bitBlock = 2048.0;
 int64_t shard(int64_t n, int64_t group) { return ceil_div(n, group); }
 
 Bytes bytes_of(int64_t params, double bytes_each) {
+  // Whole bytes per parameter (2, 4, 12, 16 ...) and a product below 2^53: the double product is
+  // exact and whole, so the integer product is the same number (the planner's hot path).
+  if (const auto whole = static_cast<int64_t>(bytes_each);
+      whole >= 0 && whole <= 64 && static_cast<double>(whole) == bytes_each && params >= 0 &&
+      params <= (int64_t{1} << 46))
+    return Bytes{params * whole};
   const double b = std::ceil(static_cast<double>(params) * bytes_each);
   if (b > 9.0e18) throw OverflowError("static memory overflowed int64");
   return Bytes{static_cast<int64_t>(b)};
