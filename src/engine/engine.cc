@@ -62,7 +62,7 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     }
     p->params = count_params(model);
     p->tp_facts = detail::TpFacts::of(model);
-    p->kind_of = detail::layer_kinds(model, workload.freeze_embeddings && !model.learned_positions);
+    p->kind_of = detail::layer_kinds(model, detail::layer_grads(model, workload));
     for (bool gqa : {false, true})
       for (bool tp : {false, true}) {
         const detail::Variant v{gqa, tp};
@@ -79,7 +79,9 @@ Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload
     p->middle_kind = p->kind_of[model.layers.size() / 2];
     p->lm_head_macs = lm_head_macs_per_token(model);
     p->shape_static = needs_weight_shapes(workload);
-    if (p->shape_static) p->tensors = weight_tensors(model);
+    // Every weight tensor: the static memory of fine-tuning (shape_static) and the largest gradient
+    // of gradient accumulation (grad_accum.h).
+    p->tensors = weight_tensors_with_frozen_layers(model, workload.frozen_layers);
     PreparedModel out;
     out.impl_ = std::move(p);
     return out;
@@ -395,6 +397,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
+  if (!check_frozen_layers(m.num_layers, w, reporter)) return false;
+  if (!check_grad_accum(w, l, reporter)) return false;
 
   const Binding b = bind(p, l);
   const GraphSet& g = *b.graphs;
@@ -591,10 +595,12 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       offload_working_set = std::max(offload_working_set, Bytes{l.recompute == Recompute::kFull ? s.kinds[k].input
                                                                                                : s.kinds[k].none});
   }
+  // Gradient accumulation: one parameter's new gradient beside .grad (grad_accum.h).
+  const Bytes accumulated_grad{l.grad_accum > 1 ? accumulated_grad_bytes(p.tensors, w, l) : -1};
   auto largest_transient = [&](bool last) {
     Bytes peak{-1};
     for (Bytes x : {zero3, t.recompute_peak > 0 ? recompute_peak : Bytes{-1}, last ? logits_grad : Bytes{-1},
-                    dequantized, offload_working_set})
+                    dequantized, offload_working_set, accumulated_grad})
       if (x > peak) peak = x;
     return (peak < Bytes{0} ? Bytes{0} : peak) + fsdp2.total();
   };
@@ -702,6 +708,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.dequantized_weight = dequantized.count();
     sink.fsdp2 = fsdp2;
     sink.offload_working_set = offload_working_set.count();
+    sink.accumulated_grad = accumulated_grad.count();
   }
   return true;
 }

@@ -19,6 +19,8 @@
 #include "policies/finetune.h"
 #include "policies/loss_impl.h"  // check_loss, loss_transient_bytes (--loss)
 #include "policies/offload.h"    // --offload-activations: what stays on the GPU
+#include "policies/frozen_layers.h"  // --frozen-layers: check, frozen weight tensors
+#include "policies/grad_accum.h"     // --grad-accum: check, AccumulateGrad's transient
 #include "model/weight_tensors.h"
 
 namespace actmem::detail {
@@ -85,6 +87,7 @@ struct RecordingSink {
   int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
   Fsdp2Transient fsdp2;             // framework torchtitan: FSDP2's unsharded parameters and gradients
   int64_t offload_working_set = -1;  // -1: no activation offloading (offload.h)
+  int64_t accumulated_grad = -1;     // -1: no AccumulateGrad transient (grad_accum.h)
   StageParams stage;               // the peak stage's parameters
   std::vector<StageTotals> stages;  // every stage's GPU (Report::stages)
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }

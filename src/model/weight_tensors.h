@@ -61,6 +61,7 @@ struct WeightTensor {
   std::string rows_symbol;  // "a·d", "kv·d", "f", "V": for formulas
   std::string cols_symbol;  // "h", "f", "1"
   WeightPart part = WeightPart::kAttention;
+  bool frozen = false;  // requires_grad False outside LoRA: a frozen leading layer's (policies/frozen_layers.h)
 
   int64_t numel() const;  // rows × cols, checked (throws OverflowError)
   /// Rows and columns one TP rank holds. Example: q_proj of Llama-3-8B at tp 4 is 1024 × 4096.

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "util/text_table.h"  // group_digits, format_binary
+#include "policies/frozen_layers.h"  // frozen_parts: what a label calls frozen
 
 namespace actmem {
 
@@ -152,7 +153,8 @@ bool lora_targets(const WeightTensor& t, unsigned targets) {
 }
 
 bool needs_weight_shapes(const Workload& w) {
-  return w.lora.enabled() || w.optimizer_in_backward || w.freeze_embeddings || w.optimizer == Optimizer::kAdafactor ||
+  return w.lora.enabled() || w.optimizer_in_backward || w.freeze_embeddings || w.frozen_layers != 0 ||
+         w.optimizer == Optimizer::kAdafactor ||
          w.optimizer == Optimizer::kPagedAdamW || w.optimizer == Optimizer::kPagedAdamW8bit;
 }
 
@@ -181,7 +183,7 @@ FinetuneStatic finetune_static(const std::vector<WeightTensor>& tensors, const W
     const int64_t n = checked_mul(rows, cols);
     if (!lora.enabled()) {
       // get_input_embeddings(): the token embedding (a tied head is this tensor too), not GPT-2's wpe.
-      if (w.freeze_embeddings && t.role == WeightRole::kEmbedding && t.name == "embed_tokens") {
+      if (t.frozen || (w.freeze_embeddings && t.role == WeightRole::kEmbedding && t.name == "embed_tokens")) {
         s.frozen = checked_add(s.frozen, checked_mul(n, t.count));
         s.frozen_weights += Bytes{checked_mul(checked_mul(n, element_bytes(w.weight_dtype)), t.count)};
         continue;
@@ -254,7 +256,7 @@ std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Worklo
                                  group_digits(s.frozen), group_digits(s.quant_scales.count()),
                                  group_digits(s.adapter_params), element_bytes(param));
   } else {
-    wt.label = fmt::format("Weights ({}{})", dtype_name(param), s.frozen > 0 ? ", the embedding frozen" : "");
+    wt.label = fmt::format("Weights ({}{})", dtype_name(param), s.frozen > 0 ? ", " + frozen_parts(w) + " frozen" : "");
     wt.formula = fmt::format("Ψ_gpu · {}", element_bytes(param));
     wt.substituted = s.frozen > 0 ? fmt::format("({} trainable + {} frozen) params × {} B", group_digits(s.trainable),
                                                 group_digits(s.frozen), element_bytes(param))
@@ -265,7 +267,7 @@ std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Worklo
   Term gt;
   gt.key = "gradients";
   gt.bytes = gradients;
-  const char* whose = lora.enabled() ? "adapters only" : s.frozen > 0 ? "all but the frozen embedding" : "all parameters";
+  const std::string whose = lora.enabled() ? "adapters only" : s.frozen > 0 ? "all but " + frozen_parts(w) : "all parameters";
   if (w.optimizer_in_backward) {
     gt.label = fmt::format("Gradients ({}): one parameter at a time, optimizer step in backward", dtype_name(grad));
     gt.formula = "Ψ_largest · e_g (each gradient is freed after its own update)";

@@ -143,7 +143,8 @@ bool check_finetune(const Workload& w, const Layout& l, Reporter& r) {
       return std::string("@double_quant quantizes nf4 block scales; use it with @base_weight_dtype nf4");
     });
   if (!needs_weight_shapes(w)) return true;
-  const char* what = lora.enabled() ? "LoRA" : w.freeze_embeddings ? "a frozen embedding"
+  const char* what = lora.enabled() ? "LoRA" : w.frozen_layers != 0 ? "frozen layers"
+                     : w.freeze_embeddings ? "a frozen embedding"
                      : w.optimizer_in_backward ? "the optimizer step in backward"
                                                                        : kOptimizerNames.name(w.optimizer).data();
   if (l.parallel.pp > 1)

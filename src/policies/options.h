@@ -112,6 +112,10 @@ struct Workload {
   bool freeze_embeddings = false;
   // framework megatron: --transformer-impl, --fp8-recipe, --recompute-modules (megatron_options.h)
   MegatronOptions megatron;
+  // The first N decoder layers frozen (`for p in model.layers[i].parameters(): p.requires_grad_(False)`,
+  // i < N): no gradient or optimizer state for them, and what autograd still saves depends on whether
+  // their input needs a gradient (policies/frozen_layers.h; validation/notes/frozen-layers.md).
+  int64_t frozen_layers = 0;
 };
 
 /// What one evaluation binds.
@@ -130,6 +134,7 @@ struct Layout {
   bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
   bool offload_activations = false;  // torchtune OffloadActivations: saved tensors in host memory (offload.h)
   Bytes reserve{0};               // CUDA context + allocator slack: an allowance
+  int64_t grad_accum = 1;         // micro-batches per optimizer step without a pipeline (grad_accum.h)
 };
 
 /// Ranges of every number a user sets, checked by the library (so every front end gets the same

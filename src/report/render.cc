@@ -186,6 +186,8 @@ nlohmann::json report_json(const Report& r) {
                  {"terms", terms_json(e.memory)}};
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
   if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
+  if (w.frozen_layers != 0) j["inputs"]["frozen_layers"] = w.frozen_layers;
+  if (l.grad_accum != 1) j["inputs"]["grad_accum"] = l.grad_accum;
   if (l.offload_activations) {  // offload.h: saved activations in host memory, not in the GPU total
     j["inputs"]["offload_activations"] = true;
     j["memory"]["host_activations_bytes"] = r.totals.host_activations;

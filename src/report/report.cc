@@ -367,6 +367,18 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
     b.add(d);
   }
   if (rec.offload_working_set >= 0) b.add(offload_working_set_term(rec.offload_working_set, o.recompute));
+  if (rec.accumulated_grad >= 0) {
+    // torch AccumulateGrad (accumulate_grad.h): `variable_grad += new_grad` from the second micro-batch on.
+    Term a;
+    a.key = "accumulated_grad";
+    a.label = fmt::format("gradient accumulation ({} micro-batches): the largest parameter's new gradient, added "
+                          "into .grad in place",
+                          o.grad_accum);
+    a.formula = "Ψ_largest trainable tensor (per TP rank) · e_g";
+    a.substituted = fmt::format("{} B", group_digits(rec.accumulated_grad));
+    a.bytes = Bytes{rec.accumulated_grad};
+    b.add(a);
+  }
   return b;
 }
 
@@ -410,6 +422,13 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
         describe_finetune_static(fs, p.workload, o.zero_stage, par.dp, o.offload_optimizer, e.static_memory.weights,
                                  e.static_memory.gradients, e.static_memory.optimizer);
     for (auto& note : finetune_notes(fs, p.workload)) e.notes.push_back(std::move(note));
+    if (!p.param_only)
+      for (auto& note : frozen_layers_notes(p.workload, p.workload.freeze_embeddings && !p.model.learned_positions,
+                                            o.recompute, p.model.num_layers))
+        e.notes.push_back(std::move(note));
+  }
+  if (!p.param_only) {
+    for (auto& note : grad_accum_notes(p.workload, o)) e.notes.push_back(std::move(note));
   }
 
   if (p.param_only) {

@@ -228,6 +228,9 @@ struct Context {
   // only: the output layer is Megatron's own ColumnParallelLinear, not a TE module).
   bool te = false;
   bool fp8 = false;
+  bool weights_frozen = false;  // a frozen layer (--frozen-layers) whose input needs a gradient (LayerGrad::kFrozen)
+  /// The layer's weights take no gradient: every base weight under LoRA, or a frozen layer's.
+  bool frozen() const { return workload.lora.enabled() || weights_frozen; }
 
   // The symbols every builder uses.
   Dim s_rep = Dim::of(Sym::kSeqRep);
@@ -271,8 +274,8 @@ int norm_over(Builder& g, const Context& c, int input, const Shape& rows, const 
   }
   if (keep.mean && !rms) g.save(g.add(prefix + ".mean", group, op, rows, DType::kFP32));
   if (keep.rstd) g.save(g.add(prefix + ".rstd", group, op, rows, DType::kFP32));
-  // Under LoRA the norm's weight is frozen: weight·x keeps x only for the weight's gradient.
-  const bool frozen = c.workload.lora.enabled();
+  // Under LoRA (or in a frozen layer) the norm's weight is frozen: weight·x keeps x only for the weight's gradient.
+  const bool frozen = c.frozen();
   if (keep.normalized && rms && c.norm_scale_fp32 && frozen) {
     g.save(g.add(prefix + ".one_plus_weight", group, op, width, DType::kFP32,
                  "1 + weight.float(): kept by the multiply for x's gradient"));
@@ -333,7 +336,7 @@ void lora_branch(Builder& g, const Context& c, int input, const Shape& out_shape
 /// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
 int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string name, Group group) {
   const LoraOptions& lora = c.workload.lora;
-  if (!lora.enabled() && c.fp8) {
+  if (!c.frozen() && c.fp8) {
     // TE Linear / LayerNormLinear under fp8 per-tensor scaling: the quantized input with only its
     // columnwise usage (linear.py l.606-617, layernorm_linear.py l.478-487): 1 byte per element
     // plus the fp32 scale_inv (Float8Tensor._scale_inv, one element).
@@ -342,9 +345,9 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
                  "columnwise (transposed) fp8 copy of the input, kept for the weight gradient"));
     g.save(g.add(name + ".input_scale_inv", group, "TE fp8 quantize", {Dim::lit("1", 1)}, DType::kFP32,
                  "its fp32 scale_inv"));
-  } else if (!lora.enabled())
+  } else if (!c.frozen())
     g.save(input);
-  else if (lora.targets & lora_target_of(name))
+  else if (lora.enabled() && (lora.targets & lora_target_of(name)))
     lora_branch(g, c, input, out_shape, name, group);
   const int out = g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
   g.mm(out);  // nn.Linear on a 3-D input dispatches aten.mm on the folded (b·s, in) view
@@ -579,7 +582,7 @@ int moe(Builder& g, const Context& c, int x) {
   linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
   if (c.hf.router_fp32 && c.e != DType::kFP32) {
     // A frozen router (LoRA) needs x.float() only for its weight's gradient: not kept then.
-    if (!c.workload.lora.enabled())
+    if (!c.frozen())
       g.save(g.add("moe.router_input_fp32", grp, "router", cat(tokens, {c.h}), DType::kFP32, "x.float() for the gate"));
     g.save(g.add("moe.router_weight_fp32", grp, "router", {experts, c.h}, DType::kFP32,
                  "weight.float(): a new copy of the gate parameter, kept by F.linear"));
@@ -897,6 +900,7 @@ void Graph::compile() {
   checkpointed = {};
   checkpointed_only = {};
   rerun = {};
+  if (records_nothing) return;
   for (const auto& st : storages) {
     if (st.saved(Recompute::kNone) && !st.saved(Recompute::kSelective)) rerun.add(st);
     if (st.saved(Recompute::kNone)) none.add(st);
@@ -917,6 +921,39 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, bool first_layer_ow
                   : std::find_if(from, seen.end(), [&](const LayerSpec& s) { return same_shape(s, model.layers[i]); });
     if (it == seen.end()) {
       seen.push_back(model.layers[i]);
+      it = seen.end() - 1;
+    }
+    kind_of[i] = static_cast<std::size_t>(it - seen.begin());
+  }
+  return kind_of;
+}
+
+std::vector<LayerGrad> layer_grads(const ModelSpec& model, const Workload& w) {
+  std::vector<LayerGrad> out(model.layers.size(), LayerGrad::kTrained);
+  // The embedding's output needs no gradient when the token table is frozen and no trained
+  // position table (GPT-2's wpe) is added to it; the frozen layers after it keep that so.
+  bool no_grad = w.freeze_embeddings && !model.learned_positions;
+  const auto frozen = static_cast<std::size_t>(std::clamp<int64_t>(w.frozen_layers, 0, static_cast<int64_t>(out.size())));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i < frozen) {
+      out[i] = no_grad ? LayerGrad::kNoGraph : LayerGrad::kFrozen;
+    } else {
+      out[i] = no_grad ? LayerGrad::kFirstAfterNoGrad : LayerGrad::kTrained;
+      no_grad = false;
+    }
+  }
+  return out;
+}
+
+std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<LayerGrad>& grads) {
+  std::vector<std::pair<LayerSpec, LayerGrad>> seen;
+  std::vector<std::size_t> kind_of(model.layers.size());
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) {
+      return s.second == grads[i] && same_shape(s.first, model.layers[i]);
+    });
+    if (it == seen.end()) {
+      seen.emplace_back(model.layers[i], grads[i]);
       it = seen.end() - 1;
     }
     kind_of[i] = static_cast<std::size_t>(it - seen.begin());
@@ -946,27 +983,39 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
                   w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
                   w.framework == Framework::kHF ? traits : HfModelTraits{}};
   GraphSet set;
-  const bool no_grad_input = w.freeze_embeddings && !model.learned_positions;  // layer 0's input
-  const auto kind_of = layer_kinds(model, no_grad_input);
+  const auto grads = layer_grads(model, w);
+  const auto kind_of = layer_kinds(model, grads);
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     if (kind_of[i] < set.kinds.size()) continue;
     LayerKind k;
     k.spec = model.layers[i];
     Context layer_c = c;
-    layer_c.input_no_grad = i == 0 && no_grad_input;
+    layer_c.input_no_grad = grads[i] == LayerGrad::kFirstAfterNoGrad;
+    layer_c.weights_frozen = grads[i] == LayerGrad::kFrozen || grads[i] == LayerGrad::kNoGraph;
     k.graph = build_layer(layer_c, k.spec);
     if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {
       apply_recompute_modules(k.graph, model, w, k.spec.moe);
       k.selective_reruns_core = (w.megatron.recompute_modules & kRecomputeCoreAttn) != 0;
       k.selective_recompute_macs = selective_recompute_macs(model, w, k.spec);
     }
+    if (grads[i] == LayerGrad::kNoGraph) {  // nothing is recorded: no storage is kept (frozen-layers.md, row 2)
+      k.graph.records_nothing = true;
+      for (Storage& st : k.graph.storages)
+        st.saved_outside_core = st.saved_by_core = st.core_input = st.checkpoint_input = st.op_sac_kept = false;
+    }
     k.graph.compile();
     set_flops(model, k);
     set.kinds.push_back(std::move(k));
   }
   set.embedding = build_embedding(c);
-  set.head = build_head(c);
+  // Every layer frozen after a frozen embedding: the final norm's input needs no gradient (row 5).
+  const bool all_no_grad = !grads.empty() && grads.back() == LayerGrad::kNoGraph;
+  Context head_c = c;
+  head_c.input_no_grad = all_no_grad;
+  set.head = build_head(head_c);
   set.shared = build_shared(c);
+  if (all_no_grad)  // no layer records a graph: none saves RoPE's cos/sin or keeps a checkpoint input
+    for (Storage& st : set.shared.storages) st.saved_outside_core = st.checkpoint_input = false;
   for (Graph* g : {&set.embedding, &set.head, &set.shared}) g->compile();
   return set;
 }

@@ -128,6 +128,9 @@ struct Graph {
   // What a recomputed layer allocates again in backward: saved without recomputation, not kept
   // under selective (torchtitan's op-level SAC reuses the cached outputs it kept).
   Polynomial rerun;
+  // A layer none of whose inputs or weights needs a gradient (frozen, after a frozen embedding and
+  // frozen layers): autograd records no graph, so it keeps nothing, not even its input.
+  bool records_nothing = false;
   void compile();
 };
 
@@ -175,6 +178,19 @@ bool hf_version_modeled(const ModelSpec& model, HfVersion version);
 /// With `first_layer_own_kind` (a frozen embedding: layer 0's input needs no gradient) layer 0 is
 /// a kind of its own.
 std::vector<std::size_t> layer_kinds(const ModelSpec& model, bool first_layer_own_kind = false);
+
+/// How autograd treats a layer when weights are frozen (--freeze-embeddings, --frozen-layers;
+/// measured in validation/notes/frozen-layers.md, rows in parentheses):
+///   kTrained          its weights train and its input needs a gradient: the framework's rules
+///   kFirstAfterNoGrad its weights train, its input needs none (row 3): the input norm keeps no fp32 x, no rstd
+///   kFrozen           frozen, its input needs a gradient (row 4): saves only what the input's gradient
+///                     needs (a linear keeps no input, a norm weight no normalized x: LoRA's frozen rule)
+///   kNoGraph          frozen, its input needs none (row 2): autograd records nothing
+enum class LayerGrad : int8_t { kTrained, kFirstAfterNoGrad, kFrozen, kNoGraph };
+/// Each layer's LayerGrad under a workload (freeze_embeddings, frozen_layers).
+std::vector<LayerGrad> layer_grads(const ModelSpec& model, const Workload& workload);
+/// Layers grouped by shape and LayerGrad: kind_of[i] for each layer.
+std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<LayerGrad>& grads);
 
 /// The text of a symbol under a layout: "a/t" when t > 1, "s/(t·cp)" under SP and CP, ...
 struct SymTexts {

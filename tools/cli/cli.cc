@@ -58,6 +58,8 @@ struct TrainingFlags {
   std::string loss;  // memory switches (README "Memory switches"); empty = full
   bool offload_activations = false;
   bool freeze_embeddings = false;
+  std::optional<int64_t> frozen_layers;
+  std::optional<int64_t> grad_accum;
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -110,6 +112,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--adapter-dtype", f.adapter_dtype, "LoRA adapter dtype (PEFT: fp32, torchtune: bf16)")
       ->capture_default_str();
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
+  cmd->add_option("--frozen-layers", f.frozen_layers, "the first N decoder layers frozen (requires_grad False)");
+  cmd->add_option("--grad-accum", f.grad_accum, "gradient accumulation: micro-batches per optimizer step (no pipeline)");
   cmd->add_flag("--offload-activations", f.offload_activations,
                 "saved activations in CPU memory, as torchtune's enable_activation_offloading");
   cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N = 8) or fused-linear-ce (Liger)");
@@ -193,6 +197,8 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
   if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
+  if (f.frozen_layers) named.emplace_back("frozen_layers", *f.frozen_layers);
+  if (f.grad_accum) named.emplace_back("grad_accum", *f.grad_accum);
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
   if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
   for (const auto& [name, value] : named) {

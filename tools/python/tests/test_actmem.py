@@ -80,6 +80,15 @@ def test_estimate_equals_cli_json(preset, case):
         assert str(e.value) == as_keywords(err)
 
 
+# Frozen layers (with the embedding) and gradient accumulation (policies/frozen_layers.h, grad_accum.h).
+@pytest.mark.parametrize("options", [dict(frozen_layers=2, freeze_embeddings=True, grad_accum=4),
+                                     dict(frozen_layers=1, grad_accum=2, loss="fused-linear-ce", recompute="full")])
+def test_frozen_layers_and_grad_accum_equal_cli_json(options):
+    code, out, err = cli("estimate", "--model", "llama-3-8b", *cli_flags(options), "--json")
+    assert code == 0, err
+    assert actmem.estimate("llama-3-8b", **options) == json.loads(out)
+
+
 SERVE_CASES = [dict(context_len=1024), dict(context_len=8192, batch=4, gpu="h100-80gb")]
 
 
@@ -159,6 +168,8 @@ BAD_TRAINING = [
     dict(attention="eager", cp=2),
     dict(reserve="2GX"),
     dict(hidden_dropout=1.5),
+    dict(frozen_layers=81),             # Llama-3-70B has 80 layers
+    dict(grad_accum=4, pp=2),           # with a pipeline: num_micro_batches
 ]
 
 

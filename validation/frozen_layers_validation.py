@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Hold `actmem estimate --frozen-layers N` (with and without --freeze-embeddings) to the measured
+activations of a model whose first N decoder layers are frozen.
+
+  /usr/bin/python3 validation/frozen_layers_validation.py --actmem build/actmem
+
+The reference is models.py's HF model with `p.requires_grad_(False)` for every parameter of
+`model.layers[i]`, i < N (as a partial fine-tune freezes `model.model.layers[i]` in transformers),
+and optionally the token embedding too. Measurement: measure.py (saved-tensor hooks, each storage
+once, parameters excluded). The rules (validation/notes/frozen-layers.md): with a trained embedding a
+frozen layer keeps only what its input's gradient needs (LoRA's frozen-weight rule: no linear
+input, no normalized x for a norm weight); with a frozen embedding the frozen layers record nothing,
+the first trained layer's input norm keeps no fp32 x and no rstd, and when every layer is frozen the
+final norm does the same and no layer saves RoPE's cos/sin. Full recomputation is the non-reentrant
+checkpoint (the reentrant one gives the first trained layer's weights no gradient when its input
+needs none). Tolerance 1 % per layer (the middle one) and in total. Ends with `N passed, M failed`.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+import measure  # noqa: E402
+import models  # noqa: E402
+import run_validation  # noqa: E402
+
+TOLERANCE = 0.01
+
+
+def measure_frozen(cfg, run, frozen_layers, freeze_embeddings):
+    build = models.build
+
+    def frozen(c, r, seed=0):
+        m = build(c, r, seed)
+        if freeze_embeddings:
+            m.embed.weight.requires_grad_(False)
+        for i in range(frozen_layers):
+            for p in m.layers[i].parameters():
+                p.requires_grad_(False)
+        return m
+
+    models.build = frozen
+    try:
+        return measure.measure(cfg, run, backward=True)
+    finally:
+        models.build = build
+
+
+def case(name, shape, attention, recompute, dtype, s, b, frozen, embed, checkpoint="reentrant", hidden_dropout=0.0):
+    return dict(name=name, model=models.ModelConfig(**shape), frozen=frozen, embed=embed,
+                run=models.RunConfig("hf", attention, recompute, dtype, seq_len=s, micro_batch=b,
+                                     hidden_dropout=hidden_dropout, checkpoint=checkpoint))
+
+
+LLAMA4 = dict(run_validation.LLAMA_GQA, layers=4)
+CASES = [
+    # validation/notes/frozen-layers.md's rows, as measured there (s 64, b 2, flash, bf16)
+    case("llama4-flash-2", LLAMA4, "flash", "none", "bf16", 64, 2, 2, False),
+    case("llama4-flash-2-embed", LLAMA4, "flash", "none", "bf16", 64, 2, 2, True),
+    case("llama4-flash-4-embed", LLAMA4, "flash", "none", "bf16", 64, 2, 4, True),
+    case("llama4-flash-4", LLAMA4, "flash", "none", "bf16", 64, 2, 4, False),
+    case("llama4-eager-1-fp32", LLAMA4, "eager", "none", "fp32", 33, 2, 1, False),
+    case("llama4-eager-3-embed", LLAMA4, "eager", "none", "bf16", 37, 2, 3, True),
+    case("llama4-sdpa-2-embed", LLAMA4, "sdpa", "none", "bf16", 40, 3, 2, True),
+    case("llama4-full-2-embed", LLAMA4, "flash", "full", "bf16", 40, 3, 2, True, "nonreentrant"),
+    case("llama4-full-2", LLAMA4, "flash", "full", "bf16", 40, 3, 2, False, "nonreentrant"),
+    case("gemma-eager-1-embed", run_validation.GEMMA, "eager", "none", "bf16", 37, 2, 1, True),
+    case("mixtral-flash-2", run_validation.MIXTRAL, "flash", "none", "bf16", 40, 2, 2, False),
+    case("mixtral-flash-1-embed", run_validation.MIXTRAL, "flash", "none", "bf16", 40, 2, 1, True),
+    # GPT-2: the trained wpe keeps the embedding output in need of a gradient even with wte frozen
+    case("gpt2-eager-drop-2-embed", dict(run_validation.GPT2, tie_embeddings=True), "eager", "none", "bf16", 40, 2,
+         2, True, hidden_dropout=0.1),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--actmem", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    passed = failed = 0
+    print(f"{'case':<26}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
+    with tempfile.TemporaryDirectory() as workdir:
+        for c in CASES:
+            m = measure_frozen(c["model"], c["run"], c["frozen"], c["embed"])
+            path = os.path.join(workdir, c["name"] + ".json")
+            with open(path, "w") as f:
+                json.dump(run_validation.hf_config(c["model"], c["run"]), f)
+            extra = ["--frozen-layers", str(c["frozen"])] + (["--freeze-embeddings"] if c["embed"] else [])
+            cli = run_validation.cli_args(args.actmem, path, c["run"], extra=extra)
+            proc = subprocess.run(cli, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{c['name']}: {' '.join(cli)}\n{proc.stderr.strip()}")
+                failed += 1
+                continue
+            a = json.loads(proc.stdout)["activations"]
+
+            def err(est, meas):
+                return (est - meas) / meas if meas else float(est != 0)
+
+            e_layer = err(a["per_layer_bytes"], m.per_layer_bytes)
+            e_total = err(a["total_bytes"], m.total_bytes)
+            ok = abs(e_layer) <= TOLERANCE and abs(e_total) <= TOLERANCE
+            passed += ok
+            failed += not ok
+            print(f"{c['name']:<26}{m.per_layer_bytes:>11}{a['per_layer_bytes']:>11}{100 * e_layer:>+7.2f}"
+                  f"{m.total_bytes:>12}{a['total_bytes']:>12}{100 * e_total:>+7.2f}  {'ok' if ok else 'FAIL'}")
+            if not ok:
+                print("   measured by region:", m.region_bytes)
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
