@@ -190,6 +190,8 @@ const std::array kRows{
         }},
     Row{{"freeze_embeddings", OptionKind::kFlag, "the input embedding (and a tied LM head) frozen"},
         ACTMEM_SET(as_flag, workload.freeze_embeddings)},
+    Row{{"head", OptionKind::kText, "encoders (bert, roberta): mlm, classifier[:N] or none (default: architectures)"},
+        ACTMEM_SET(as_text, workload.head)},
     Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
         ACTMEM_SET(as_flag, layout.offload_activations)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},

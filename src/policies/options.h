@@ -109,6 +109,9 @@ struct Workload {
   // The input embedding frozen (`get_input_embeddings().requires_grad_(False)`; a tied LM head with
   // it): no gradient or optimizer state for it, and no saves for its backward (op_graph.cc).
   bool freeze_embeddings = false;
+  // Encoders (bert, roberta): the head, "mlm", "classifier[:N]" or "none" (model/encoder_head.h),
+  // applied by prepare(); empty = what the config's `architectures` names.
+  std::string head;
 };
 
 /// What one evaluation binds.

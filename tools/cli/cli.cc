@@ -54,6 +54,7 @@ struct TrainingFlags {
   std::string loss;  // memory switches (README "Memory switches"); empty = full
   bool offload_activations = false;
   bool freeze_embeddings = false;
+  std::string head;  // encoders: mlm, classifier[:N] or none (default: the config's architectures)
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -99,6 +100,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--adapter-dtype", f.adapter_dtype, "LoRA adapter dtype (PEFT: fp32, torchtune: bf16)")
       ->capture_default_str();
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
+  cmd->add_option("--head", f.head, "encoders (bert, roberta): mlm, classifier[:N] or none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
                 "saved activations in CPU memory, as torchtune's enable_activation_offloading");
   cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N = 8) or fused-linear-ce (Liger)");
@@ -175,6 +177,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.lora_targets.empty()) named.emplace_back("lora_targets", f.lora_targets);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
+  if (!f.head.empty()) named.emplace_back("head", f.head);
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
   if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
