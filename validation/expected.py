@@ -400,9 +400,82 @@ def _deepseek_moe_terms(t, cfg, run):
     ])  # fmt: skip
 
 
+def _encoder_layer_terms(cfg, run):
+    """BertLayer / RobertaLayer (EXPECTED.md, "Encoders"): post-LN, bidirectional attention."""
+    s, b, h, a, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.head_dim, cfg.ffn
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    ph, pa, eager = run.hidden_dropout > 0, run.attention_dropout > 0, run.attention == "eager"
+    if run.recompute == "full":
+        return [("layer input (checkpoint)", "e·T·h", e * T * h)]
+    t = [("layer input = query/key/value input (previous LayerNorm output)", "e·T·h", e * T * h)]
+    if eager:
+        t.append(("q, kᵀ, v: matmul's copies of the transpose_for_scores views", "3·e·T·h", 3 * e * T * h))
+        t.append(("softmax output (activation dtype)", "e·b·a·s²", e * b * a * s * s))
+        if pa:
+            t.append(("attention dropout bool mask", "b·a·s²", b * a * s * s))
+            t.append(("attention dropout output", "e·b·a·s²", e * b * a * s * s))
+    else:
+        t.append(("query, key, value outputs (sdpa keeps its inputs, views of them)", "3·e·T·h", 3 * e * T * h))
+        t.append(("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s))
+    t.append(("context = attention.output.dense input", "e·T·h", e * T * h))
+    if ph:
+        t.append(("hidden dropout bool mask (attention output)", "T·h", T * h))
+    t.extend([("attention.output.LayerNorm input (residual sum)", "e·T·h", e * T * h),
+              ("attention.output.LayerNorm fp32 mean+rstd", "8·T", 8 * T),
+              ("LayerNorm output = intermediate.dense input", "e·T·h", e * T * h),
+              ("exact gelu input (intermediate.dense output), output.dense input", "2·e·T·f", 2 * e * T * f)])  # fmt: skip
+    if ph:
+        t.append(("hidden dropout bool mask (MLP output)", "T·h", T * h))
+    t.extend([("output.LayerNorm input (residual sum)", "e·T·h", e * T * h),
+              ("output.LayerNorm fp32 mean+rstd", "8·T", 8 * T)])  # fmt: skip
+    return t
+
+
+def _encoder_outside_terms(cfg, run):
+    """BertEmbeddings and the head (EXPECTED.md, "Encoders")."""
+    s, b, h, V, n = run.seq_len, run.micro_batch, cfg.hidden, cfg.vocab, cfg.num_labels
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    ph = run.hidden_dropout > 0
+    p = run.hidden_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout
+    t = [("input ids int64 (word_embeddings)", "8·T", 8 * T)]
+    if cfg.family == "roberta":
+        t.append(("position ids int64 (create_position_ids_from_input_ids)", "8·T", 8 * T))
+    t.extend([("embeddings.LayerNorm input (word + token type + position)", "e·T·h", e * T * h),
+              ("embeddings.LayerNorm fp32 mean+rstd", "8·T", 8 * T)])  # fmt: skip
+    if ph:
+        t.append(("embedding dropout bool mask", "T·h", T * h))
+    if run.recompute == "full" and run.attention == "eager":
+        t.append(("extended attention mask (b, 1, 1, s) act dtype, kept by every checkpoint", "e·b·s", e * b * s))
+    if cfg.head == "mlm":
+        t.extend([("last layer output = transform.dense input", "e·T·h", e * T * h),
+                  ("gelu input (transform.dense output)", "e·T·h", e * T * h),
+                  ("transform.LayerNorm input (gelu output)", "e·T·h", e * T * h),
+                  ("transform.LayerNorm fp32 mean+rstd", "8·T", 8 * T),
+                  ("decoder input (LayerNorm output)", "e·T·h", e * T * h),
+                  ("log-softmax (activation dtype, no upcast)", "e·T·V", e * T * V),
+                  ("labels int64", "8·T", 8 * T)])  # fmt: skip
+        return t
+    roberta_cls = cfg.family == "roberta" and cfg.head == "classifier"
+    if roberta_cls and p > 0:
+        t.extend([("features[:, 0] dropout bool mask", "b·h", b * h), ("dropout output = dense input", "e·b·h", e * b * h)])
+    else:
+        t.append(("last layer output (the dense reads hidden_states[:, 0], a view)", "e·T·h", e * T * h))
+    t.append(("tanh output", "e·b·h", e * b * h))
+    if cfg.head == "none":
+        return t
+    if p > 0:
+        t.extend([("classifier dropout bool mask", "b·h", b * h), ("dropout output = classifier input", "e·b·h", e * b * h)])
+    t.extend([("log-softmax over the labels (activation dtype)", "e·b·n", e * b * n), ("labels int64", "8·b", 8 * b)])
+    return t
+
+
 def expected(cfg: models.ModelConfig, run: models.RunConfig):
     """(per_layer_bytes, total_bytes, layer terms, outside terms). Layers may differ (dense and
     MoE layers of one model): total sums every layer's terms; per_layer is the middle layer's."""
+    if cfg.family in models.ENCODER_FAMILIES:
+        layer, outside = _encoder_layer_terms(cfg, run), _encoder_outside_terms(cfg, run)
+        per_layer = sum(x[2] for x in layer)
+        return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside
     layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
     per_layer = sum(x[2] for x in layer)
     layers = sum(sum(x[2] for x in _terms_layer(cfg, run, i)) for i in range(cfg.layers))

@@ -115,6 +115,12 @@ class ModelConfig:
     num_ln: int = 2  # falcon num_ln_in_parallel_attn (new architecture)
     sliding_pattern: int = 0  # gemma3_text sliding_window_pattern: layer i slides unless (i + 1) % pattern == 0
     sliding_window: int = 0  # gemma3_text sliding_window (the eager sliding mask)
+    # encoders (bert, roberta): the head (mlm | classifier | none), its labels and dropout (None =
+    # hidden_dropout_prob, as BertForSequenceClassification), token types
+    head: str = "mlm"
+    num_labels: int = 2
+    classifier_dropout: float = None
+    type_vocab: int = 2
 
     def is_sliding(self, i):
         return bool(self.sliding_pattern) and (i + 1) % self.sliding_pattern != 0
@@ -199,6 +205,9 @@ FAMILY_TRAITS = {
     # embedding dropout (4.44 builds embed_dropout and never calls it; 4.48+ has none)
     "phi3": FamilyTraits(qkv="phi3", mlp="phi3", hidden_dropout=True),
     "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True, embedding_dropout=True),
+    # encoders: HFEncoderModel below (post-LN BertLayer); the traits only say LayerNorm / no RoPE
+    "bert": FamilyTraits(norm="layer", mlp="gelu", rope=False, softmax_fp32=False, learned_positions=True),
+    "roberta": FamilyTraits(norm="layer", mlp="gelu", rope=False, softmax_fp32=False, learned_positions=True),
 }
 
 
@@ -976,7 +985,141 @@ class MegatronModel(nn.Module):
             return losses.sum() / losses.numel()  # sum saves no activation (0-dim scalar only)
 
 
+# ---------------------------------------------------------------------------------------------
+# Encoders, HF style: modeling_bert.py / modeling_roberta.py (transformers 4.5x layout, commit
+# 8ec58104181bfb34d824d89bccc009b4f6be6e0e: BertSelfAttention, BertSdpaSelfAttention, BertLayer,
+# BertEmbeddings, BertModel.forward, BertPooler, BertLMPredictionHead, BertFor*; RoBERTa copies
+# them (modeling_roberta.py at 87b236ba2be8b3e48a7d0c8ca6513302736d2886), with
+# create_position_ids_from_input_ids and RobertaClassificationHead). Called with
+# input_ids and labels only (no token_type_ids, no attention_mask), as the decoder cases are.
+
+ENCODER_FAMILIES = ("bert", "roberta")
+
+
+class HFEncoderLayer(nn.Module):
+    """BertLayer: self-attention (query/key/value/dense with biases), post-LN residuals, exact gelu."""
+
+    def __init__(self, cfg: ModelConfig, run: RunConfig):
+        super().__init__()
+        self.cfg, self.run = cfg, run
+        h, f = cfg.hidden, cfg.ffn
+        assert cfg.heads * cfg.head_dim == h and cfg.kv_heads == cfg.heads
+        self.query, self.key, self.value = _linear(h, h, True), _linear(h, h, True), _linear(h, h, True)
+        self.dense = _linear(h, h, True)  # attention.output.dense
+        self.fc1, self.fc2 = _linear(h, f, True), _linear(f, h, True)  # intermediate.dense, output.dense
+        self.ln_w = nn.ParameterList(nn.Parameter(torch.ones(h)) for _ in range(2))
+        self.ln_b = nn.ParameterList(nn.Parameter(torch.zeros(h)) for _ in range(2))
+
+    def forward(self, x, mask):
+        cfg, run = self.cfg, self.run
+        b, s, h = x.shape
+        a, d = cfg.heads, cfg.head_dim
+
+        def transpose_for_scores(t):  # view + permute(0, 2, 1, 3): (b, a, s, d) views
+            return t.view(b, s, a, d).permute(0, 2, 1, 3)
+
+        k = transpose_for_scores(self.key(x))
+        v = transpose_for_scores(self.value(x))
+        q = transpose_for_scores(self.query(x))
+        if run.attention == "eager":  # BertSelfAttention
+            scores = torch.matmul(q, k.transpose(-1, -2))  # matmul copies the strided q and kT (bmm keeps them)
+            scores = scores / math.sqrt(d)
+            if mask is not None:
+                scores = scores + mask
+            probs = F.softmax(scores, dim=-1)  # activation dtype
+            probs = ops.dropout(probs, run.attention_dropout)
+            context = torch.matmul(probs, v)  # v copied
+            context = context.permute(0, 2, 1, 3).contiguous().view(b, s, h)
+        else:  # BertSdpaSelfAttention: the (b, a, s, d) views to the kernel, attn_mask None (no padding)
+            out = ops.FlashAttentionFn.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bshd")
+            context = out.reshape(b, s, h)
+        # BertSelfOutput / BertOutput: LayerNorm(dropout(dense(x)) + input_tensor)
+        attn = ops.dropout(self.dense(context), run.hidden_dropout)
+        attn = ops.LayerNormFn.apply(attn + x, self.ln_w[0], self.ln_b[0], cfg.eps)
+        y = ops.dropout(self.fc2(F.gelu(self.fc1(attn))), run.hidden_dropout)
+        return ops.LayerNormFn.apply(y + attn, self.ln_w[1], self.ln_b[1], cfg.eps)
+
+
+class HFEncoderModel(nn.Module):
+    def __init__(self, cfg: ModelConfig, run: RunConfig):
+        super().__init__()
+        self.cfg, self.run = cfg, run
+        h = cfg.hidden
+        self.word = nn.Embedding(cfg.vocab, h)
+        self.pos = nn.Embedding(cfg.max_positions, h)
+        self.tok_type = nn.Embedding(cfg.type_vocab, h)
+        self.emb_ln_w, self.emb_ln_b = nn.Parameter(torch.ones(h)), nn.Parameter(torch.zeros(h))
+        # BertEmbeddings' buffers: position_ids and the all-zero token_type_ids
+        self.register_buffer("position_ids", torch.arange(cfg.max_positions).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(1, cfg.max_positions, dtype=torch.long), persistent=False)
+        self.layers = nn.ModuleList(HFEncoderLayer(cfg, run) for _ in range(cfg.layers))
+        roberta = cfg.family == "roberta"
+        if cfg.head in ("none", "classifier") and not (roberta and cfg.head == "classifier"):
+            self.pooler = _linear(h, h, True)  # BertPooler.dense
+        if cfg.head == "classifier":
+            if roberta:
+                self.cls_dense = _linear(h, h, True)  # RobertaClassificationHead.dense
+            self.classifier = _linear(h, cfg.num_labels, True)  # classifier / out_proj
+        if cfg.head == "mlm":
+            self.transform = _linear(h, h, True)
+            self.head_ln_w, self.head_ln_b = nn.Parameter(torch.ones(h)), nn.Parameter(torch.zeros(h))
+            self.decoder_bias = nn.Parameter(torch.zeros(cfg.vocab))  # decoder.weight tied to self.word
+
+    def forward(self, input_ids, labels):
+        cfg, run = self.cfg, self.run
+        b, s = input_ids.shape
+        dtype = self.word.weight.dtype
+        with region("embedding"):
+            token_type_ids = self.token_type_ids[:, :s].expand(b, s)  # a buffer view: kept, not an activation
+            if cfg.family == "roberta":
+                # create_position_ids_from_input_ids(input_ids, padding_idx = 1): a new (b, s) int64
+                m = input_ids.ne(1).int()
+                position_ids = (torch.cumsum(m, dim=1).type_as(m) * m).long() + 1
+            else:
+                position_ids = self.position_ids[:, :s]
+            x = self.word(input_ids) + self.tok_type(token_type_ids)
+            x += self.pos(position_ids)
+            x = ops.LayerNormFn.apply(x, self.emb_ln_w, self.emb_ln_b, cfg.eps)
+            x = ops.dropout(x, run.hidden_dropout)
+            # BertModel.forward: attention_mask = ones((b, s)); eager: get_extended_attention_mask, the
+            # additive (b, 1, 1, s) mask in the activation dtype; sdpa: _prepare_4d_attention_mask_for_sdpa
+            # returns None when nothing is padded
+            mask = None
+            if run.attention == "eager":
+                ones = torch.ones(b, s)
+                mask = (1.0 - ones[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+        if run.recompute == "full":
+            watch(mask)
+        for i, layer in enumerate(self.layers):
+            with region(f"layer {i}"):
+                if run.recompute == "full":
+                    # BertEncoder: _gradient_checkpointing_func(layer.__call__, hidden_states, attention_mask, ...)
+                    x = checkpoint(layer, watch(x), mask, use_reentrant=run.checkpoint == "reentrant")
+                else:
+                    x = layer(x, mask)
+        with region("head"):
+            p = run.hidden_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout
+            if cfg.head == "mlm":  # BertLMPredictionHead / RobertaLMHead
+                t = ops.LayerNormFn.apply(F.gelu(self.transform(x)), self.head_ln_w, self.head_ln_b, cfg.eps)
+                scores = F.linear(t, self.word.weight, self.decoder_bias)
+                # CrossEntropyLoss on prediction_scores.view(-1, V) as they are (no upcast)
+                return F.cross_entropy(scores.view(-1, cfg.vocab), labels.view(-1))
+            if cfg.family == "roberta" and cfg.head == "classifier":
+                y = ops.dropout(x[:, 0, :], p)  # RobertaClassificationHead
+                y = ops.dropout(torch.tanh(self.cls_dense(y)), p)
+            else:
+                y = torch.tanh(self.pooler(x[:, 0]))  # BertPooler
+                if cfg.head == "none":
+                    return y.sum()
+                y = ops.dropout(y, p)
+            logits = self.classifier(y)
+            targets = labels[:, 0] % cfg.num_labels  # (b,) int64 class labels
+            return F.cross_entropy(logits.view(-1, cfg.num_labels), targets.view(-1))
+
+
 def build(cfg: ModelConfig, run: RunConfig, seed=0):
     torch.manual_seed(seed)
+    if cfg.family in ENCODER_FAMILIES:
+        return HFEncoderModel(cfg, run).to(run.torch_dtype).train()
     model = (HFModel if run.framework == "hf" else MegatronModel)(cfg, run)
     return model.to(run.torch_dtype).train()

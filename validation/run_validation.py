@@ -91,6 +91,14 @@ FALCON_NEW_1LN = dict(FALCON_NEW, num_ln=1, layers=3)
 GEMMA3 = dict(family="gemma3_text", hidden=320, layers=4, heads=5, kv_heads=1, head_dim=72, ffn=880, vocab=1009,
               eps=1e-6, tie_embeddings=True, query_pre_attn_scalar=64, sliding_pattern=2, sliding_window=16)
 GEMMA3_GQA = dict(GEMMA3, hidden=336, heads=6, kv_heads=2, head_dim=56, ffn=900, vocab=1013)
+# Encoders (post-LN, bidirectional, token types, no causal mask): BERT with the MLM head (tied
+# decoder) or pooler + classifier; RoBERTa's position ids from input_ids (a (b, s) int64 tensor),
+# P = 2 + s_max like roberta-base's 514, RobertaClassificationHead (no pooler)
+BERT = dict(family="bert", hidden=320, layers=2, heads=5, kv_heads=5, head_dim=64, ffn=1280, vocab=1003,
+            max_positions=128, eps=1e-12, head="mlm")
+BERT_CLS = dict(BERT, hidden=336, heads=7, kv_heads=7, head_dim=48, ffn=900, vocab=1013, head="classifier", num_labels=3)
+ROBERTA = dict(BERT, family="roberta", vocab=1009, max_positions=130, eps=1e-5, type_vocab=1)
+ROBERTA_CLS = dict(ROBERTA, head="classifier", num_labels=4, layers=3)
 
 
 # one tensor/sequence/context-parallel rank (parallel_models.py): heads, KV heads, FFN divisible by 4
@@ -309,6 +317,20 @@ CASES = [
     case("gemma3_text-hf-sdpa-none-bf16-mqa-attndrop", GEMMA3, "hf", "sdpa", "none", "bf16", 33, 2, 0.0, 0.1),
     case("gemma3_text-hf-eager-full-bf16-mqa", GEMMA3, "hf", "eager", "full", "bf16", 37, 2),
     case("gemma3_text-hf-sdpa-full-fp32-gqa", GEMMA3_GQA, "hf", "sdpa", "full", "fp32", 29, 3),
+    # encoders (issue 8 item 4): BERT / RoBERTa, eager and sdpa, MLM and classifier heads
+    case("bert-hf-eager-none-bf16-mlm-drop", BERT, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("bert-hf-eager-none-fp32-mlm", BERT, "hf", "eager", "none", "fp32", 29, 2),
+    case("bert-hf-sdpa-none-bf16-mlm-drop", BERT, "hf", "sdpa", "none", "bf16", 45, 3, 0.1, 0.1),
+    case("bert-hf-eager-none-bf16-cls-drop", BERT_CLS, "hf", "eager", "none", "bf16", 41, 2, 0.1, 0.1),
+    case("bert-hf-sdpa-none-fp32-cls", BERT_CLS, "hf", "sdpa", "none", "fp32", 33, 3),
+    case("bert-hf-eager-full-bf16-mlm-drop", BERT, "hf", "eager", "full", "bf16", 37, 2, 0.1, 0.1),
+    case("bert-hf-sdpa-full-bf16-cls", BERT_CLS, "hf", "sdpa", "full", "bf16", 29, 3),
+    case("bert-hf-eager-none-bf16-bare", dict(BERT, head="none"), "hf", "eager", "none", "bf16", 31, 2),
+    case("roberta-hf-eager-none-bf16-mlm-drop", ROBERTA, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
+    case("roberta-hf-sdpa-none-fp32-mlm", ROBERTA, "hf", "sdpa", "none", "fp32", 29, 2),
+    case("roberta-hf-eager-none-bf16-cls-drop", ROBERTA_CLS, "hf", "eager", "none", "bf16", 41, 2, 0.1, 0.1),
+    case("roberta-hf-sdpa-none-bf16-cls", ROBERTA_CLS, "hf", "sdpa", "none", "bf16", 33, 3),
+    case("roberta-hf-eager-full-fp32-cls-drop", ROBERTA_CLS, "hf", "eager", "full", "fp32", 29, 2, 0.1, 0.0),
 ]
 
 
@@ -401,6 +423,29 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
             "hidden_dropout": run.hidden_dropout,
             "attention_dropout": run.attention_dropout,
             "tie_word_embeddings": cfg.tie_embeddings,
+            "torch_dtype": dtype,
+        }
+    if cfg.family in models.ENCODER_FAMILIES:
+        roberta = cfg.family == "roberta"
+        head = {"mlm": "ForMaskedLM", "classifier": "ForSequenceClassification", "none": "Model"}[cfg.head]
+        return {
+            "model_type": cfg.family,
+            "architectures": [("Roberta" if roberta else "Bert") + head],
+            "hidden_size": cfg.hidden,
+            "num_hidden_layers": cfg.layers,
+            "num_attention_heads": cfg.heads,
+            "intermediate_size": cfg.ffn,
+            "vocab_size": cfg.vocab,
+            "max_position_embeddings": cfg.max_positions,
+            "type_vocab_size": cfg.type_vocab,
+            "layer_norm_eps": cfg.eps,
+            "hidden_act": "gelu",
+            "hidden_dropout_prob": run.hidden_dropout,
+            "attention_probs_dropout_prob": run.attention_dropout,
+            "classifier_dropout": cfg.classifier_dropout,
+            "id2label": {str(i): f"LABEL_{i}" for i in range(cfg.num_labels)},
+            "position_embedding_type": "absolute",
+            "pad_token_id": 1 if roberta else 0,
             "torch_dtype": dtype,
         }
     if cfg.family == "gpt_neox":

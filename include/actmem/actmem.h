@@ -34,6 +34,7 @@
 #include "policies/option_table.h"  // set_training_option(): options by name (Python keywords)
 #include "policies/finetune.h"  // parse_lora_targets(), the LoRA target bits
 #include "model/presets.h"
+#include "model/encoder_head.h"  // set_encoder_head(): --head for encoders (bert, roberta)
 #include "serve/serve.h"
 #include "engine/training.h"
 #include "serve/serve_render.h"  // serve_json(), render_serve(): serving's renderers

@@ -15,6 +15,7 @@
 #include "util/text_table.h"      // group_digits, for the --params name
 #include "model/weight_tensors.h"  // lm_head_macs_per_token
 #include "tensors/te_rules.h"        // check_megatron_workload
+#include "policies/encoder_checks.h"  // encoders: HF, data parallelism only
 
 namespace actmem {
 
@@ -38,10 +39,18 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
 
 }  // namespace
 
-Expected<PreparedModel> prepare(const ModelSpec& model, const Workload& workload) {
+Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload) {
+  // @head (encoders) replaces the head the config named: on a copy, before anything reads the model.
+  ModelSpec headed;
+  if (!workload.head.empty()) {
+    headed = given;
+    if (auto h = set_encoder_head(headed, workload.head); !h) return h.error();
+  }
+  const ModelSpec& model = workload.head.empty() ? given : headed;
   if (auto v = model.validate(); !v) return v.error();
   if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v.error();
   if (auto v = detail::check_megatron_workload(model, workload); !v) return v.error();
+  if (auto v = detail::check_encoder_workload(model, workload); !v) return v.error();
   if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
     return Error{ErrorKind::kIncompatible, "hf_version",
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
@@ -346,6 +355,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   t = Totals{};
   if (!check_options(p.workload, l, reporter)) return false;
   if (!check_torchtitan_layout(p.workload, l, reporter)) return false;
+  if (!p.param_only && !check_encoder_layout(p.model, l, reporter)) return false;
   const ParallelLayout& par = l.parallel;
   const Workload& w = p.workload;
   Scratch& s = scratch();
@@ -576,10 +586,18 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const int64_t v_local = ceil_div(m.vocab, par.tp);
   // torchtitan's train.py (forward_backward_step) deletes pred before loss.backward(): HF's loss
   // transient without the held logits.
-  const int logits_grad_bytes = w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype) : titan ? 8 : 4;
-  const Bytes logits_grad{w.loss != LossImpl::kFull  // chunked or fused (loss_impl.h)
-                              ? loss_transient_bytes(w, s_local, l.micro_batch, m.hidden, v_local)
-                              : checked_mul(checked_mul(checked_mul(logits_grad_bytes, s_local), l.micro_batch), v_local)};
+  // An encoder's MLM loss does not upcast: d(log-probs), d(logits) and the held logits, all e bytes.
+  const int logits_grad_bytes = m.encoder                       ? 3 * dtype_bytes(w.dtype)
+                                : w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype)
+                                : titan                         ? 8
+                                                                : 4;
+  // An encoder's classifier or pooler has b·n logits, not s·b·V: no vocabulary-sized transient.
+  const bool vocab_logits = !m.encoder || m.head == EncoderHead::kMaskedLM;
+  const Bytes logits_grad{!vocab_logits            ? Bytes{-1}
+                          : w.loss != LossImpl::kFull  // chunked or fused (loss_impl.h)
+                              ? Bytes{loss_transient_bytes(w, s_local, l.micro_batch, m.hidden, v_local)}
+                              : Bytes{checked_mul(checked_mul(checked_mul(logits_grad_bytes, s_local), l.micro_batch),
+                                                  v_local)}};
   // A 4-bit base dequantizes one linear's weight at a time (finetune.h), on every stage.
   const Bytes dequantized{p.shape_static ? dequantized_weight_bytes(p.tensors, w, par.tp) : -1};
   // Offloading (offload.h): what stays on the GPU of the head and shared storages, and the working

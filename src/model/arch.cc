@@ -103,6 +103,23 @@ constexpr std::array kArchTable{
                .fused_qkv = true, .attention_bias_key = false, .tie_embeddings = true, .parallel_residual = true,
                .shared_input_norm = true, .family_keys = true, .default_ffn_multiple = 4,
                .default_norm_eps = 1e-5},
+    // BertModel / BertForMaskedLM / BertForSequenceClassification (modeling_bert.py): separate
+    // query/key/value and attention.output.dense with biases, post-LN (LayerNorm(dropout(out) + x)),
+    // intermediate.dense -> exact gelu -> output.dense, learned absolute positions (512), token types,
+    // embeddings.LayerNorm; no causal mask, no final norm, no LM head (read_encoder_keys: the head).
+    ArchTraits{.model_type = "bert", .hf_class = "BertModel", .norm = NormKind::kLayerNorm, .norm_bias = true,
+               .gated_mlp = false, .default_act = ActFn::kGelu, .qkv_bias = true, .o_bias = true,
+               .attention_bias_key = false, .mlp_bias = true, .tie_embeddings = true, .learned_positions = true,
+               .encoder = true, .family_keys = true, .default_max_positions = 512, .default_norm_eps = 1e-12,
+               .default_dropout = 0.1},
+    // RobertaModel (modeling_roberta.py): BERT's layers; position ids counted from padding_idx + 1
+    // (create_position_ids_from_input_ids), so the table holds max_position_embeddings = 514 rows
+    // for 512 tokens; RobertaClassificationHead instead of the pooler + classifier.
+    ArchTraits{.model_type = "roberta", .hf_class = "RobertaModel", .norm = NormKind::kLayerNorm, .norm_bias = true,
+               .gated_mlp = false, .default_act = ActFn::kGelu, .qkv_bias = true, .o_bias = true,
+               .attention_bias_key = false, .mlp_bias = true, .tie_embeddings = true, .learned_positions = true,
+               .encoder = true, .family_keys = true, .default_max_positions = 512, .default_norm_eps = 1e-12,
+               .default_dropout = 0.1},
     ArchTraits{.model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .mla = true,
                .moe = MoeStyle::kDeepseek,
                .moe_defaults = {.num_experts = 256, .experts_per_token = 8, .expert_ffn = 2048, .shared_ffn = 1},

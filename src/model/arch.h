@@ -63,6 +63,7 @@ struct ArchTraits {
   bool lm_head_bias = false;         // Phi: the LM head (nn.Linear) has a bias
   bool shared_input_norm = false;    // Phi: attention and MLP read one input_layernorm (parallel)
   bool post_norms_only = false;      // OLMo 2: post_attention / post_feedforward norms, no input norms
+  bool encoder = false;              // BERT, RoBERTa: ModelSpec::encoder (read_encoder_keys)
   bool qk_norm_full_width = false;   // OLMo 2: q_norm / k_norm over the whole q / k projection
   // Keys read by a family's own code in hf_config.cc (read_family_keys): multi_query (GPTBigCode,
   // Falcon), parallel_attn / new_decoder_architecture / bias (Falcon), and the keys whose

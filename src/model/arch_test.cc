@@ -8,12 +8,12 @@ namespace {
 TEST(ArchTest, EveryRequiredTypeHasARow) {
   for (std::string_view type : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                                 "gemma2", "gpt2", "gpt_neox", "phi3", "deepseek_v3", "gpt_bigcode", "phi", "olmo2",
-                                "falcon", "gemma3_text"}) {
+                                "falcon", "gemma3_text", "bert", "roberta"}) {
     auto arch = find_arch(type);
     ASSERT_TRUE(arch) << type;
     EXPECT_EQ((*arch)->model_type, type);
   }
-  EXPECT_EQ(supported_model_types().size(), 18u);
+  EXPECT_EQ(supported_model_types().size(), 20u);
 }
 
 TEST(ArchTest, TraitsFollowTheHfClasses) {
@@ -57,7 +57,7 @@ TEST(ArchTest, UnknownTypeListsSupportedAndSuggests) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("did you mean 'qwen2_moe'?"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("llama, mistral"), std::string::npos);
-  auto far = find_arch("bert");
+  auto far = find_arch("t5");
   ASSERT_FALSE(far);
   EXPECT_EQ(far.error().message.find("did you mean"), std::string::npos) << far.error().message;
 }

@@ -483,6 +483,67 @@ Expected<void> read_falcon_keys(const ConfigReader& r, const ArchTraits& arch, M
   return {};
 }
 
+/// The head an encoder's `architectures` names: BertModel / RobertaModel (none: the bare model,
+/// BERT's with its pooler), *ForMaskedLM, *ForSequenceClassification. Absent: the bare model.
+Expected<EncoderHead> encoder_head_of(const ConfigReader& r) {
+  auto f = r.find(Key{{"architectures"}});
+  if (!f || f->value->is_null() || (f->value->is_array() && f->value->empty())) return EncoderHead::kNone;
+  const json& v = *f->value;
+  if (!v.is_array() || !v.front().is_string())
+    return r.error(fmt::format("'architectures' = {} must be a list of class names", describe(v)));
+  const std::string name = v.front().get<std::string>();
+  auto ends = [&](std::string_view tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends("ForMaskedLM")) return EncoderHead::kMaskedLM;
+  if (ends("ForSequenceClassification")) return EncoderHead::kClassifier;
+  if (ends("Model") && !ends("LMHeadModel")) return EncoderHead::kNone;
+  return r.error(fmt::format("'architectures' = '{}' is not modelled for an encoder (heads: *Model, *ForMaskedLM, "
+                             "*ForSequenceClassification); name one of those, or remove the key and choose with @head",
+                             one_line(name)));
+}
+
+/// BERT / RoBERTa (configuration_bert.py, configuration_roberta.py: type_vocab_size 2,
+/// position_embedding_type "absolute", classifier_dropout None = hidden_dropout_prob, num_labels 2
+/// (PretrainedConfig), is_decoder false). BertEmbeddings applies hidden_dropout_prob after its
+/// LayerNorm (no separate embedding dropout key).
+Expected<void> read_encoder_keys(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
+  static constexpr Key kTypeVocab{{"type_vocab_size"}};
+  static constexpr Key kNumLabels{{"num_labels"}};
+  static constexpr Key kClassifierDropout{{"classifier_dropout"}};
+  static constexpr Key kPositionType{{"position_embedding_type"}};
+  if (auto e = refuse_truthy(r, arch.model_type, "is_decoder", "a causal decoder (BertLMHeadModel)"); !e) return e;
+  if (auto e = refuse_truthy(r, arch.model_type, "add_cross_attention", "a cross-attention block per layer"); !e)
+    return e;
+  auto position_type = r.optional_string(kPositionType);
+  if (!position_type) return position_type.error();
+  if (*position_type && **position_type != "absolute")
+    return r.error(fmt::format("'position_embedding_type' = '{}' is not supported for model_type '{}' (only "
+                               "\"absolute\"; relative_key adds a distance embedding and its scores)",
+                               one_line(**position_type), arch.model_type));
+  auto type_vocab = r.int_or(kTypeVocab, 2, 0, kMaxVocab);
+  if (!type_vocab) return type_vocab.error();
+  auto head = encoder_head_of(r);
+  if (!head) return head.error();
+  int64_t labels = 2;
+  if (auto f = r.find(Key{{"id2label"}}); f && f->value->is_object() && !f->value->empty())
+    labels = static_cast<int64_t>(f->value->size());
+  auto num_labels = r.int_or(kNumLabels, labels, 1, kMaxVocab);
+  if (!num_labels) return num_labels.error();
+  if (*head == EncoderHead::kClassifier && *num_labels < 2)
+    return r.error("'num_labels' = 1 is a regression head (MSELoss), not modelled; use num_labels >= 2");
+  auto cls_dropout = r.double_or(kClassifierDropout, spec.hidden_dropout, 0.0, 0.999);
+  if (!cls_dropout) return cls_dropout.error();
+  spec.encoder = true;
+  spec.type_vocab = *type_vocab;
+  spec.position_ids_from_input = arch.model_type == "roberta";
+  spec.head = *head;
+  spec.num_labels = *num_labels;
+  spec.classifier_dropout = *cls_dropout;
+  spec.embedding_dropout = spec.hidden_dropout;  // BertEmbeddings.dropout is nn.Dropout(hidden_dropout_prob)
+  return {};
+}
+
 /// Keys only some families have (ArchTraits::family_keys), read after the common ones.
 ///  - gpt_bigcode (configuration_gpt_bigcode.py, GPTBigCodeAttention): multi_query (default true)
 ///    means one KV head; add_cross_attention adds a cross-attention block (refused).
@@ -498,6 +559,8 @@ Expected<void> read_family_keys(const ConfigReader& r, const ArchTraits& arch, M
     if (auto e = refuse_truthy(r, arch.model_type, "qk_layernorm", "LayerNorms on q and k"); !e) return e;
   } else if (arch.model_type == "falcon") {
     return read_falcon_keys(r, arch, spec);
+  } else if (arch.encoder) {
+    return read_encoder_keys(r, arch, spec);
   }
   return {};
 }

@@ -58,7 +58,9 @@ Expected<void> ModelSpec::validate() const {
     if (auto r = check_positive("qk_rope_head_dim", mla->qk_rope_head_dim, kMaxDim); !r) return r;
     if (auto r = check_positive("v_head_dim", mla->v_head_dim, kMaxDim); !r) return r;
   }
-  for (double p : {hidden_dropout, attention_dropout, embedding_dropout})
+  if (encoder && head == EncoderHead::kClassifier)
+    if (auto r = check_positive("num_labels", num_labels, kMaxVocab); !r) return r;
+  for (double p : {hidden_dropout, attention_dropout, embedding_dropout, classifier_dropout})
     if (!(p >= 0.0 && p < 1.0)) return Error{fmt::format("dropout probability {} must be in [0, 1)", p)};
   return {};
 }

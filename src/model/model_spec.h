@@ -38,6 +38,12 @@ enum class ActFn {
   kRelu,          // "relu"
 };
 
+/// What sits on an encoder (BERT, RoBERTa) instead of an LM head: HF's AutoModel (BertModel with
+/// its pooler), *ForMaskedLM (transform dense + act + LayerNorm, decoder tied to the word
+/// embeddings, a bias of V) or *ForSequenceClassification (BERT: pooler + dropout + classifier;
+/// RoBERTa: RobertaClassificationHead, dropout + dense + tanh + dropout + out_proj, no pooler).
+enum class EncoderHead { kNone, kMaskedLM, kClassifier };
+
 /// Mixture-of-experts shape, shared by all MoE layers of a model.
 struct MoeSpec {
   int64_t num_experts = 0;          // routed experts (E)
@@ -109,6 +115,15 @@ struct ModelSpec {
   // new_decoder_architecture (broadcast_to + flatten), a heads each (kv_expanded_in_split).
   bool kv_copied_in_split = false;
   bool kv_expanded_in_split = false;
+  // Encoders (BERT, RoBERTa): bidirectional attention, post-LN layers (LayerNorm(x + dropout(out))
+  // after attention and after the MLP, no final norm), word + position + token-type embeddings
+  // summed and normalized (embeddings.LayerNorm), `head` instead of an LM head.
+  bool encoder = false;
+  int64_t type_vocab = 0;                // type_vocab_size: token_type_embeddings rows
+  bool position_ids_from_input = false;  // RoBERTa: create_position_ids_from_input_ids, a (b, s) int64 tensor
+  EncoderHead head = EncoderHead::kNone;
+  int64_t num_labels = 2;                // classifier outputs
+  double classifier_dropout = 0.0;       // classifier_dropout, or hidden_dropout_prob when null
   double rotary_fraction = 1.0;    // GPT-NeoX rotary_pct: share of head_dim that is rotated
   double attn_logit_softcap = 0.0; // Gemma 2
   double final_logit_softcap = 0.0;

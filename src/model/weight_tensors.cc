@@ -127,10 +127,17 @@ void add_mlp(TensorList& out, const ModelSpec& m, const std::string& prefix, int
 std::vector<WeightTensor> layer_weight_tensors(const ModelSpec& m, const LayerSpec& layer) {
   TensorList out;
   out.set_part(WeightPart::kLayerNorm);
-  if (!m.post_norms_only) add_norm(out, "input_layernorm", m.hidden, "h", m.norm_bias);
+  if (!m.post_norms_only && !m.encoder) add_norm(out, "input_layernorm", m.hidden, "h", m.norm_bias);
   out.set_part(WeightPart::kAttention);
   add_attention(out, m);
   out.set_part(WeightPart::kLayerNorm);
+  if (m.encoder) {  // BertLayer: attention.output.LayerNorm and output.LayerNorm, after each residual add
+    add_norm(out, "attention.output.LayerNorm", m.hidden, "h", m.norm_bias);
+    add_norm(out, "output.LayerNorm", m.hidden, "h", m.norm_bias);
+    out.set_part(WeightPart::kMlp);
+    add_mlp(out, m, "mlp", layer.ffn, "f", 1, m.mlp_bias);
+    return out.take();
+  }
   // Phi (shared_input_norm): one norm feeds attention and the MLP; OLMo 2 (post_norms_only):
   // post_attention_layernorm normalizes the attention output.
   if (!m.shared_input_norm) add_norm(out, "post_attention_layernorm", m.hidden, "h", m.norm_bias);
@@ -167,11 +174,58 @@ std::vector<WeightTensor> embedding_weight_tensors(const ModelSpec& m) {
   if (m.learned_positions)
     out.matrix("embed_positions", m.max_positions, m.hidden, WeightRole::kEmbedding, WeightShard::kReplicated, "P",
                "h");
+  if (m.encoder) {  // BertEmbeddings: token_type_embeddings and the LayerNorm after the sum
+    if (m.type_vocab > 0)
+      out.matrix("token_type_embeddings", m.type_vocab, m.hidden, WeightRole::kEmbedding, WeightShard::kReplicated,
+                 "T", "h");
+    add_norm(out, "embeddings.LayerNorm", m.hidden, "h", m.norm_bias);
+  }
   return out.take();
 }
 
+namespace {
+
+/// An encoder's head (EncoderHead): no final norm (the layers end in their own LayerNorm).
+///  - none: BertModel's pooler (dense h×h + tanh), RobertaModel's too (add_pooling_layer=True).
+///  - mlm: BertForMaskedLM's cls.predictions (RobertaForMaskedLM's lm_head): transform dense h×h,
+///    LayerNorm, decoder tied to the word embeddings (its own V×h when tie_word_embeddings is false)
+///    and a bias of V; the *ForMaskedLM body has no pooler (add_pooling_layer=False).
+///  - classifier: BERT: pooler + classifier (n×h + n); RoBERTa: RobertaClassificationHead, dense
+///    h×h + out_proj n×h, no pooler.
+void add_encoder_head(TensorList& out, const ModelSpec& m) {
+  out.set_part(WeightPart::kLmHead);
+  const int64_t h = m.hidden;
+  auto dense = [&](const std::string& name, int64_t rows, const char* rows_symbol) {
+    out.matrix(name + ".weight", rows, h, WeightRole::kLinear, WeightShard::kReplicated, rows_symbol, "h");
+    out.vector(name + ".bias", rows, WeightRole::kBias, WeightShard::kReplicated, rows_symbol);
+  };
+  const bool roberta = m.position_ids_from_input;
+  switch (m.head) {
+    case EncoderHead::kNone:
+      dense("pooler.dense", h, "h");
+      break;
+    case EncoderHead::kMaskedLM:
+      dense(roberta ? "lm_head.dense" : "cls.predictions.transform.dense", h, "h");
+      add_norm(out, roberta ? "lm_head.layer_norm" : "cls.predictions.transform.LayerNorm", h, "h", m.norm_bias);
+      if (!m.tied_embeddings)
+        out.matrix("decoder", m.vocab, h, WeightRole::kLmHead, WeightShard::kReplicated, "V", "h");
+      out.vector("decoder.bias", m.vocab, WeightRole::kBias, WeightShard::kReplicated, "V");
+      break;
+    case EncoderHead::kClassifier:
+      dense(roberta ? "classifier.dense" : "pooler.dense", h, "h");
+      dense(roberta ? "classifier.out_proj" : "classifier", m.num_labels, "n");
+      break;
+  }
+}
+
+}  // namespace
+
 std::vector<WeightTensor> head_weight_tensors(const ModelSpec& m) {
   TensorList out;
+  if (m.encoder) {
+    add_encoder_head(out, m);
+    return out.take();
+  }
   out.set_part(WeightPart::kFinalNorm);
   add_norm(out, "norm", m.hidden, "h", m.norm_bias);
   out.set_part(WeightPart::kLmHead);
@@ -211,6 +265,10 @@ double linear_macs_per_token(const ModelSpec& m, const LayerSpec& layer) {
 }
 
 double lm_head_macs_per_token(const ModelSpec& m) {
+  if (m.encoder) {  // the MLM transform and decoder at every position; a pooler / classifier reads b rows only
+    const double h = static_cast<double>(m.hidden);
+    return m.head == EncoderHead::kMaskedLM ? h * h + static_cast<double>(m.vocab) * h : 0.0;
+  }
   // A tied head multiplies by the embedding matrix, which has the same V × h shape.
   for (const WeightTensor& t : head_weight_tensors(m))
     if (t.role == WeightRole::kLmHead) return static_cast<double>(t.rows) * static_cast<double>(t.cols);

@@ -212,6 +212,8 @@ const std::array kRows{
         ACTMEM_SET(as_count, workload.frozen_layers)},
     Row{{"grad_accum", OptionKind::kCount, "gradient accumulation: micro-batches per optimizer step (no pipeline)"},
         ACTMEM_SET(as_count, layout.grad_accum)},
+    Row{{"head", OptionKind::kText, "encoders (bert, roberta): mlm, classifier[:N] or none (default: architectures)"},
+        ACTMEM_SET(as_text, workload.head)},
     Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
         ACTMEM_SET(as_flag, layout.offload_activations)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},

@@ -116,6 +116,9 @@ struct Workload {
   // i < N): no gradient or optimizer state for them, and what autograd still saves depends on whether
   // their input needs a gradient (policies/frozen_layers.h; validation/notes/frozen-layers.md).
   int64_t frozen_layers = 0;
+  // Encoders (bert, roberta): the head, "mlm", "classifier[:N]" or "none" (model/encoder_head.h),
+  // applied by prepare(); empty = what the config's `architectures` names.
+  std::string head;
 };
 
 /// What one evaluation binds.

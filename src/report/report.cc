@@ -332,6 +332,16 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
       Term l = product_term("logits_grad", "loss backward: fp32 d(log-probs) + fp32 d(logits) (train.py deletes pred)",
                             {{"8", 8}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
       b.add(l);
+    } else if (p.model.encoder) {
+      // BertForMaskedLM's CrossEntropyLoss on the scores as they are (no upcast): while
+      // LogSoftmaxBackward runs, d(log-probs) and d(logits) in the activation dtype beside the
+      // logits the caller holds. By analogy with the measured decoder loss, not measured itself.
+      const int64_t e_bytes = dtype_bytes(w.dtype);
+      Term l = product_term("logits_grad",
+                            "MLM loss backward: d(log-probs) + d(logits) + the logits the caller holds (no upcast)",
+                            {{"3·e", 3 * e_bytes}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
+      l.note = "not measured (validation covers the saved tensors); HF Trainer drops outputs.logits: e·s·b·V less";
+      b.add(l);
     } else if (w.framework == Framework::kHF) {
       // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
       // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist

@@ -32,6 +32,11 @@ Term kv_term(const std::string& key, const KvCacheReport& kv, DType dtype, int64
 
 Expected<GenerateReport> estimate_generate(const ModelSpec& m, const GenerateOptions& o) {
   if (auto ok = m.validate(); !ok) return ok.error();
+  if (m.encoder)  // BERT / RoBERTa: bidirectional, no KV cache, nothing to decode token by token
+    return Error{ErrorKind::kIncompatible, "model",
+                 fmt::format("@model: model_type '{}' is an encoder (bidirectional attention, no KV cache); "
+                             "generate models decoders; use `actmem estimate` for its training memory",
+                             m.model_type)};
   struct Bound {
     const char* field;
     int64_t value, lo, hi;

@@ -197,6 +197,11 @@ Bytes ServeReport::non_torch_bytes() const { return memory.find("non_torch")->by
 
 Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOptions& options) {
   if (auto ok = model.validate(); !ok) return ok.error();
+  if (model.encoder)  // BERT / RoBERTa: bidirectional, no KV cache, nothing to decode token by token
+    return Error{ErrorKind::kIncompatible, "model",
+                 fmt::format("@model: model_type '{}' is an encoder (bidirectional attention, no KV cache); "
+                             "serving models decoders; use `actmem estimate` for its training memory",
+                             model.model_type)};
   if (options.tp < 1) return Error{ErrorKind::kInvalid, "tp", fmt::format("@tp {}: must be at least 1", options.tp)};
   if (model.num_heads % options.tp != 0)
     return Error{ErrorKind::kIncompatible, "tp",

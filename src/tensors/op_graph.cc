@@ -144,7 +144,7 @@ struct HfModelTraits {
   bool local_rope_and_mask = false;
 };
 using ShiftedLoss = HfModelTraits::ShiftedLoss;
-constexpr std::array<HfModelTraits, 11> kHfTraits{{
+constexpr std::array<HfModelTraits, 13> kHfTraits{{
     {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
     {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
     {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
@@ -158,6 +158,9 @@ constexpr std::array<HfModelTraits, 11> kHfTraits{{
     // modeling_falcon.py: F.softmax(..., dtype=hidden_states.dtype); FalconModel has no embedding dropout
     {.model_type = "falcon", .softmax_in_activation_dtype = true, .no_embedding_dropout = true,
      .no_attention_dropout = true, .one_residual_dropout = true},
+    // modeling_bert.py BertSelfAttention (RobertaSelfAttention copies it): nn.functional.softmax(scores, dim=-1)
+    {.model_type = "bert", .softmax_in_activation_dtype = true},
+    {.model_type = "roberta", .softmax_in_activation_dtype = true},
 }};
 
 HfModelTraits hf_traits(const ModelSpec& m) {
@@ -420,7 +423,8 @@ int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, con
 /// Core attention: QKᵀ, softmax, dropout, AV (eager) or one flash kernel. k and v carry
 /// `kv_heads` heads (fewer than q's when `repeat`); q carries c.q_heads. Returns the context
 /// tensor that the output projection reads.
-int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repeat, const Dim& d_qk, const Dim& d_v) {
+int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repeat, const Dim& d_qk, const Dim& d_v,
+                   bool qk_views = false) {
   const Group grp = Group::kAttention;
   for (int id : {q, k, v}) g.at(id).core_input = true;
   const Shape q_shape{c.s_tp, c.b, c.q_heads, d_qk};
@@ -465,9 +469,10 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     // v is a strided view (transposed projection output, or a slice of a fused QKV output): matmul's
     // reshape copies it. k and q are fresh RoPE outputs unless they are views of the fused output too.
     v_full = g.add("attn.v_copy", grp, "matmul reshape", v_shape, c.e, "copy of the strided v view");
-    if (k == v) k_full = g.add("attn.k_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided k view");
+    if (k == v || qk_views)
+      k_full = g.add("attn.k_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided k view");
   }
-  if (c.rules.eager_matmul_copies_views && q == v)
+  if (c.rules.eager_matmul_copies_views && (q == v || qk_views))
     q_full = g.add("attn.q_copy", grp, "matmul reshape", q_shape, c.e, "copy of the strided q view");
   g.save_core(q_full);  // QKᵀ keeps both operands
   g.save_core(k_full);
@@ -618,8 +623,105 @@ int moe(Builder& g, const Context& c, int x) {
   return out;
 }
 
+/// One encoder layer (modeling_bert.py BertLayer; RobertaLayer copies it), post-LN:
+///   a = LayerNorm(dropout(dense(attention(x))) + x);  y = LayerNorm(dropout(fc2(gelu(fc1(a)))) + a).
+/// query/key/value read x (storage 0, saved once); transpose_for_scores gives (b, a, s, d) views,
+/// so eager matmul copies q, kᵀ and v (bmm keeps the copies), softmax in the activation dtype, no
+/// causal mask (bidirectional). sdpa (BertSdpaSelfAttention) hands the views to the kernel. The
+/// residual sums are new tensors kept by nn.LayerNorm with its fp32 mean and rstd; the second
+/// LayerNorm's output is the next layer's input.
+Graph build_encoder_layer(const Context& c) {
+  Builder g;
+  const Group grp = Group::kAttention;
+  const Shape hidden{c.s_rep, c.b, c.h};
+  int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input (the previous LayerNorm's output)");
+  int q = linear(g, c, x, {c.s_tp, c.b, c.q_heads, c.d}, "attn.q", grp);
+  int k = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.k", grp);
+  int v = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.v", grp);
+  int context = core_attention(g, c, q, k, v, /*repeat=*/false, c.d, c.d, /*qk_views=*/true);
+  int attn_out = linear(g, c, context, hidden, "attn.o_proj", grp);
+  dropout(g, attn_out, c.hidden_p, hidden, "attn.hidden", grp, c.e);
+  int sum1 = g.add("attn.residual", Group::kNorms, "add", hidden, c.e, "dropout(dense(context)) + x");
+  int a = norm(g, c, sum1, {c.s_rep, c.b}, c.h, "attn_post_norm", Group::kNorms);
+  mlp(g, c, a, {c.s_tp, c.b}, Sym::kFfn, "mlp", Group::kMlp);
+  int mlp_out = g.add("mlp.out", Group::kMlp, "all-reduce", hidden, c.e);
+  dropout(g, mlp_out, c.hidden_p, hidden, "mlp.hidden", Group::kMlp, c.e);
+  int sum2 = g.add("mlp.residual", Group::kNorms, "add", hidden, c.e, "dropout(fc2(..)) + attention_output");
+  norm(g, c, sum2, {c.s_rep, c.b}, c.h, "mlp_post_norm", Group::kNorms);
+  return std::move(g.g);
+}
+
+/// BertEmbeddings (RobertaEmbeddings): word + token-type + position embeddings summed, LayerNorm,
+/// dropout(hidden_dropout_prob). Called with input_ids only: token_type_ids and BERT's position_ids
+/// are slices of registered buffers (kept by their embeddings, but no activation); RoBERTa's
+/// position ids are a new (b, s) int64 tensor (create_position_ids_from_input_ids).
+Graph build_encoder_embedding(const Context& c) {
+  Builder g;
+  const int ids = g.add("embedding.input_ids", Group::kEmbedding, "embedding", {c.s_tp, c.b}, DType::kINT64);
+  g.save(ids);
+  if (c.model.position_ids_from_input)
+    g.save(g.add("embedding.position_ids", Group::kEmbedding, "embedding", {c.s_tp, c.b}, DType::kINT64,
+                 "create_position_ids_from_input_ids: padding_idx + 1 + cumsum, a new (b, s) tensor"));
+  const Shape hidden{c.s_rep, c.b, c.h};
+  int sum = g.add("embedding.sum", Group::kEmbedding, "add", hidden, c.e, "word + token-type + position embeddings");
+  int out = norm(g, c, sum, {c.s_rep, c.b}, c.h, "embedding_norm", Group::kEmbedding);
+  dropout(g, out, c.workload.hidden_dropout.value_or(c.model.embedding_dropout), hidden, "embedding",
+          Group::kEmbedding, c.e);
+  return std::move(g.g);
+}
+
+/// An encoder's head on the last layer's output (EncoderHead; weight_tensors.cc lists its weights).
+///  - mlm: BertLMPredictionHead: dense (keeps x), gelu (keeps its input), LayerNorm (keeps its
+///    input, mean, rstd), decoder (keeps its input); CrossEntropyLoss on the logits as they are:
+///    log_softmax in the activation dtype (no fp32 upcast), and the (b, s) int64 labels.
+///  - classifier, BERT: BertPooler's dense reads hidden_states[:, 0], a view: it keeps the whole
+///    last output; tanh keeps its output; dropout(classifier_dropout); classifier keeps its input;
+///    CrossEntropyLoss over (b, n) and the (b) int64 labels.
+///  - classifier, RoBERTa (RobertaClassificationHead): dropout on features[:, 0, :] (a new tensor:
+///    the last output is not kept unless p = 0), dense, tanh, dropout, out_proj.
+///  - none: BertModel's pooler (dense + tanh); no loss.
+Graph build_encoder_head(const Context& c) {
+  Builder g;
+  const Group grp = Group::kHeadLoss;
+  int x = g.add("head.input", grp, "residual stream", {c.s_rep, c.b, c.h}, c.e, "the last layer's output");
+  const double p = c.model.classifier_dropout;
+  const Shape pooled{c.b, c.h};
+  const Dim labels = Dim::lit("n", c.model.num_labels);
+  const bool roberta = c.model.position_ids_from_input;
+  switch (c.model.head) {
+    case EncoderHead::kMaskedLM: {
+      int t = linear(g, c, x, {c.s_tp, c.b, c.h}, "head.transform", grp);
+      int act = activation(g, c, t, {c.s_tp, c.b, c.h}, "head.transform", grp);
+      int n = norm(g, c, act, {c.s_tp, c.b}, c.h, "head.transform_norm", grp);
+      linear(g, c, n, {c.s_tp, c.b, c.vocab}, "head.logits", grp);
+      g.save(g.add(c.rules.loss_name, grp, "cross entropy", {c.s_tp, c.b, c.vocab}, c.e,
+                   "log-softmax over the vocabulary in the activation dtype (no upcast), every position"));
+      g.save(g.add("loss.targets", grp, "cross entropy", {c.s_tp, c.b}, DType::kINT64, "labels.view(-1)"));
+      break;
+    }
+    case EncoderHead::kNone:
+    case EncoderHead::kClassifier: {
+      int first = x;  // hidden_states[:, 0]: a view of the last output
+      if (c.model.head == EncoderHead::kClassifier && roberta)
+        first = dropout(g, x, p, pooled, "head.features", grp, c.e);
+      int dense = linear(g, c, first, pooled, "head.pooler", grp);
+      int tanh = g.add("head.tanh", grp, "tanh", pooled, c.e);
+      g.save(tanh);  // tanh's backward reads its output
+      (void)dense;
+      if (c.model.head == EncoderHead::kNone) break;
+      int in = dropout(g, tanh, p, pooled, "head.classifier", grp, c.e);
+      linear(g, c, in, {c.b, labels}, "head.classifier", grp);
+      g.save(g.add(c.rules.loss_name, grp, "cross entropy", {c.b, labels}, c.e, "log-softmax over the n labels"));
+      g.save(g.add("loss.targets", grp, "cross entropy", {c.b}, DType::kINT64));
+      break;
+    }
+  }
+  return std::move(g.g);
+}
+
 /// One transformer layer; `layer_input` is storage 0.
 Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
+  if (layer_c.model.encoder) return build_encoder_layer(layer_c);
   // `at_input` reads the layer's input (which needs no gradient after a frozen embedding, layer 0);
   // every other op sees inputs that do.
   const Context& at_input = layer_c;
@@ -674,6 +776,7 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
 }
 
 Graph build_embedding(const Context& c) {
+  if (c.model.encoder) return build_encoder_embedding(c);
   Builder g;
   const Dim s_ids = c.s_tp;
   // The embedding's backward needs the ids only for its weight gradient: a frozen table (LoRA) keeps none.
@@ -700,6 +803,7 @@ Graph build_embedding(const Context& c) {
 }
 
 Graph build_head(const Context& c) {
+  if (c.model.encoder) return build_encoder_head(c);
   Builder g;
   int x = g.add("head.input", Group::kHeadLoss, "residual stream", {c.s_rep, c.b, c.h}, c.e, "the last layer's output");
   int fn = norm(g, c, x, {c.s_rep, c.b}, c.h, "final_norm", Group::kHeadLoss);
@@ -803,7 +907,14 @@ Graph build_shared(const Context& c) {
                    "cache_position (position_ids is a view of it), passed to every decoder layer");
     g.at(id).checkpoint_input = true;
   }
-  if (hf && c.workload.attention == AttentionImpl::kEager) {
+  if (hf && c.model.encoder && c.workload.attention == AttentionImpl::kEager) {
+    // BertModel.forward: attention_mask = torch.ones((b, s)); get_extended_attention_mask gives the
+    // additive (b, 1, 1, s) mask in the activation dtype, passed to every layer. sdpa without
+    // padding: _prepare_4d_attention_mask_for_sdpa returns None.
+    int id = g.add("checkpoint.attention_mask", Group::kShared, "checkpoint input", {c.b, c.s_key}, c.e,
+                   "the extended (b, 1, 1, s) padding mask (no causal part), passed to every layer");
+    g.at(id).checkpoint_input = true;
+  } else if (hf && c.workload.attention == AttentionImpl::kEager) {
     int id = g.add("checkpoint.causal_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
                    "eager_mask: the additive (b, 1, s, s) causal mask, passed to every decoder layer");
     g.at(id).checkpoint_input = true;

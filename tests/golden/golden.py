@@ -28,7 +28,9 @@ PRESETS = ["gpt2", "gpt3-175b", "gpt-22b", "gpt-175b", "gpt-530b", "gpt-1t", "ll
 # The configs recorded first keep their place in the one seeded command stream; configs added later
 # come after them (sorted), so adding one leaves every earlier command, and its output, unchanged.
 _RECORDED = ["gemma-2-2b.json", "llava-1.5-7b.json", "phi-3-mini-4k-instruct.json", "pythia-160m.json",
-             "qwen1.5-moe-a2.7b.json", "qwen2-0.5b.json"]
+             "qwen1.5-moe-a2.7b.json", "qwen2-0.5b.json",
+             # the issue-8 families, recorded in sorted order before the encoders came
+             "falcon-7b.json", "gemma-3-1b-it.json", "olmo-2-1124-7b.json", "phi-2.json", "starcoderbase-1b.json"]
 _ALL = sorted(os.listdir(os.path.join(ROOT, "tests/data/configs")))
 CONFIGS = ["tests/data/configs/" + n for n in [c for c in _RECORDED if c in _ALL] + [c for c in _ALL if c not in _RECORDED]]
 

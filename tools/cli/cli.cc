@@ -60,6 +60,7 @@ struct TrainingFlags {
   bool freeze_embeddings = false;
   std::optional<int64_t> frozen_layers;
   std::optional<int64_t> grad_accum;
+  std::string head;  // encoders: mlm, classifier[:N] or none (default: the config's architectures)
   ParallelLayout parallel;
   std::string reserve = "0";
   bool json = false;
@@ -114,6 +115,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
   cmd->add_option("--frozen-layers", f.frozen_layers, "the first N decoder layers frozen (requires_grad False)");
   cmd->add_option("--grad-accum", f.grad_accum, "gradient accumulation: micro-batches per optimizer step (no pipeline)");
+  cmd->add_option("--head", f.head, "encoders (bert, roberta): mlm, classifier[:N] or none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
                 "saved activations in CPU memory, as torchtune's enable_activation_offloading");
   cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N = 8) or fused-linear-ce (Liger)");
@@ -195,6 +197,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
+  if (!f.head.empty()) named.emplace_back("head", f.head);
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
   if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
   if (f.frozen_layers) named.emplace_back("frozen_layers", *f.frozen_layers);
