@@ -128,14 +128,17 @@ def _terms_layer(cfg: models.ModelConfig, run: models.RunConfig, index=None):
                 ("top-k weights fp32 (saved by the in-place normalisation)", "4·T·k", 4 * T * k),
                 ("routing weight sum fp32", "4·T", 4 * T),
             ])  # fmt: skip
-        t.extend([
-            ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
-            ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
-            ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
-            ("expert output (saved by the routing-weight mul)", "e·k·T·h", e * k * T * h),
-            ("routing weight column (mul)", "e·k·T", e * k * T),
-            ("weighted expert output (index_add_ source)", "e·k·T·h", e * k * T * h),
-        ])  # fmt: skip
+        if run.hf_version == "5":
+            t.extend(_hf5_expert_terms(cfg, run, weight_bytes=e))
+        else:
+            t.extend([
+                ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
+                ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
+                ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
+                ("expert output (saved by the routing-weight mul)", "e·k·T·h", e * k * T * h),
+                ("routing weight column (mul)", "e·k·T", e * k * T),
+                ("weighted expert output (index_add_ source)", "e·k·T·h", e * k * T * h),
+            ])  # fmt: skip
         if traits.moe == "qwen2_moe":
             fs = cfg.shared_ffn
             t.extend([
@@ -389,15 +392,58 @@ def _deepseek_moe_terms(t, cfg, run):
             ("top-k weights fp32 (the in-place /= keeps them)", "4·T·k", 4 * T * k),
             ("denominator sum + 1e-20 fp32", "4·T", 4 * T),
         ])  # fmt: skip
-    t.extend([
-        ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
-        ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
-        ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
-        ("expert output (kept by the weight mul)", "e·k·T·h", e * k * T * h),
-        ("routing weight column fp32 (kept by the mul)", "4·k·T", 4 * k * T),
-        ("weighted expert output fp32 (promoted; index_add_ source)", "4·k·T·h", 4 * k * T * h),
-        ("shared experts SwiGLU (n_shared·moe_ffn)", "4·e·T·f_s", 4 * e * T * cfg.shared_ffn),
-    ])  # fmt: skip
+    if run.hf_version == "5":
+        t.extend(_hf5_expert_terms(cfg, run, weight_bytes=4))
+    else:
+        t.extend([
+            ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·k·T", 16 * k * T),
+            ("gathered tokens per expert (gate/up input)", "e·k·T·h", e * k * T * h),
+            ("expert SwiGLU (silu in, silu out, up out, down input)", "4·e·k·T·f", 4 * e * k * T * f),
+            ("expert output (kept by the weight mul)", "e·k·T·h", e * k * T * h),
+            ("routing weight column fp32 (kept by the mul)", "4·k·T", 4 * k * T),
+            ("weighted expert output fp32 (promoted; index_add_ source)", "4·k·T·h", 4 * k * T * h),
+        ])  # fmt: skip
+    t.append(("shared experts SwiGLU (n_shared·moe_ffn)", "4·e·T·f_s", 4 * e * T * cfg.shared_ffn))
+
+
+def _hf5_expert_terms(cfg, run, weight_bytes):
+    """transformers 5 fused experts (EXPECTED.md "transformers 5"), S = k·T rows; `weight_bytes`:
+    the routing weights' dtype (the router's cast: e; DeepSeek's fp32 weights: 4)."""
+    T, h, E, k, f = run.seq_len * run.micro_batch, cfg.hidden, cfg.experts, cfg.top_k, cfg.ffn
+    e = 2 if run.dtype == "bf16" else 4
+    S, w = k * T, weight_bytes
+    wsym = "e·S" if w == e else f"{w}·S"
+    swiglu = ("[gate|up] output (chunk views), act(gate), product", "4·e·S·f", 4 * e * S * f)
+    if run.experts_impl == "eager":
+        return [
+            ("torch.where indices per expert (one (n_e, 2) int64 storage)", "16·S", 16 * S),
+            ("gathered tokens x[token_idx] (fused gate_up linear input)", "e·S·h", e * S * h),
+            swiglu,
+            ("expert output (kept by the weight mul)", "e·S·h", e * S * h),
+            ("routing weight column (kept by the mul)", wsym, w * S),
+            ("weighted output .to(dtype) (index_add_ source)", "e·S·h", e * S * h),
+        ]
+    if run.experts_impl == "grouped_mm":
+        return [
+            ("token_idx int64 (x[token_idx])", "8·S", 8 * S),
+            ("perm, inv_perm int64 (the [perm] / [inv_perm] gathers)", "16·S", 16 * S),
+            ("expert-sorted tokens (grouped_mm #1 input)", "e·S·h", e * S * h),
+            ("offsets int32 (both grouped_mm)", "4·E", 4 * E),
+            swiglu,
+            ("down output (kept by the weight mul)", "e·S·h", e * S * h),
+            ("sample_weights[perm] (kept by the mul)", wsym, w * S),
+        ]
+    return [  # batched_mm
+        ("token_idx int64, clamped expert ids int64", "16·S", 16 * S),
+        ("gathered tokens (bmm #1)", "e·S·h", e * S * h),
+        ("gate_up_proj[ids] (S, 2f, h), down_proj[ids] (S, h, f): weight copies kept by the bmm's", "3·e·S·f·h",
+         3 * e * S * f * h),
+        swiglu,
+        ("down output (kept by the weight mul)", "e·S·h", e * S * h),
+        ("sample weights (kept by the mul)", wsym, w * S),
+        # `out * sample_weights` is promoted to fp32 by fp32 weights: the mask is cast to that dtype
+        ("valid mask .to(out.dtype) (kept by `* valid_mask`)", wsym, max(w, e) * S),
+    ]
 
 
 def _encoder_layer_terms(cfg, run):

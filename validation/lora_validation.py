@@ -128,7 +128,7 @@ def estimate(actmem, c, config_path):
             str(run.micro_batch), "--dtype", run.dtype, "--weight-dtype", run.dtype, "--framework", "hf",
             "--attention", run.attention, "--recompute", run.recompute, "--lora-rank", str(c["rank"]),
             "--lora-targets", c["targets"], "--lora-dropout", str(c["dropout"]), "--adapter-dtype", run.dtype,
-            "--json"]
+            "--hf-version", run.hf_version, "--json"]  # the reference models' layout (4.57's expert loop)
     out = subprocess.run(args, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}\n{out.stderr}")

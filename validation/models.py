@@ -224,7 +224,8 @@ class RunConfig:
     # full recompute: torch.utils.checkpoint's reentrant Function (HF 4.x default, Megatron's own
     # tensor_parallel.checkpoint) or the non-reentrant one (HF 5.x default)
     checkpoint: str = "reentrant"
-    hf_version: str = "4.57"  # hf: transformers code layout, 4.57 or 4.44 (the loss)
+    hf_version: str = "4.57"  # hf: transformers code layout, 4.57, 4.44 (the loss) or 5 (MoE experts)
+    experts_impl: str = "grouped_mm"  # hf_version 5: config._experts_implementation (hf5_models.py)
 
     @property
     def torch_dtype(self):
@@ -699,7 +700,11 @@ class HFLayer(nn.Module):
         if cfg.traits.norm == "layer":
             self.norm_b = nn.ParameterList(nn.Parameter(torch.zeros(h)) for _ in range(n_norms))
         self.attn = HFLatentAttention(cfg, run) if cfg.traits.qkv == "mla" else HFAttention(cfg, run)
-        if cfg.is_moe_layer(index):
+        if cfg.is_moe_layer(index) and run.hf_version == "5":  # fused 3-D experts (hf5_models.py)
+            import hf5_models
+            self.mlp = (hf5_models.HF5DeepseekMoE(cfg, run, HFMLP, HFDeepseekMoE._topk_indices)
+                        if cfg.traits.moe == "deepseek" else hf5_models.HF5MoE(cfg, run, HFMLP))
+        elif cfg.is_moe_layer(index):
             self.mlp = (HFDeepseekMoE if cfg.traits.moe == "deepseek" else HFMoE)(cfg, run)
         elif cfg.traits.moe:  # a dense layer of an MoE model: intermediate_size
             self.mlp = HFMLP(dataclasses.replace(cfg, ffn=cfg.dense_ffn), run)

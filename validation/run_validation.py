@@ -139,6 +139,17 @@ def case_v(name, model, attn, rc, dtype, s, b, hd=0.0, ad=0.0, version="4.44"):
     return c
 
 
+def case_5(name, model, attn, rc, dtype, s, b, impl="grouped_mm", hd=0.0, ad=0.0):
+    """An hf case under transformers 5 (--hf-version 5): fused 3-D experts run by `impl`
+    (hf5_models.py), non-reentrant checkpointing (the 5.x gradient_checkpointing_enable default)."""
+    c = case(name, model, "hf", attn, rc, dtype, s, b, hd, ad)
+    c["run"].hf_version = "5"
+    c["run"].experts_impl = impl
+    if rc == "full":
+        c["run"].checkpoint = "non-reentrant"
+    return c
+
+
 CASES = [
     # GPT-2, HF
     case("gpt2-hf-eager-none-bf16-drop", GPT2, "hf", "eager", "none", "bf16", 48, 3, 0.1, 0.1),
@@ -331,6 +342,25 @@ CASES = [
     case("roberta-hf-eager-none-bf16-cls-drop", ROBERTA_CLS, "hf", "eager", "none", "bf16", 41, 2, 0.1, 0.1),
     case("roberta-hf-sdpa-none-bf16-cls", ROBERTA_CLS, "hf", "sdpa", "none", "bf16", 33, 3),
     case("roberta-hf-eager-full-fp32-cls-drop", ROBERTA_CLS, "hf", "eager", "full", "fp32", 29, 2, 0.1, 0.0),
+
+    # transformers 5 (--hf-version 5): fused 3-D experts by grouped_mm (the default), eager, batched_mm;
+    # dense families unchanged from 4.57 (a Llama and a GPT-2 case show it)
+    case_5("mixtral-hf-eager-none-bf16-hf5", MIXTRAL, "eager", "none", "bf16", 37, 3),
+    case_5("mixtral-hf-flash-none-fp32-top1-hf5", MIXTRAL_TOP1, "flash", "none", "fp32", 41, 3),
+    case_5("mixtral-hf-flash-none-bf16-top3-hf5-eager", MIXTRAL_TOP3, "flash", "none", "bf16", 29, 3, impl="eager"),
+    case_5("mixtral-hf-flash-none-bf16-hf5-batched", MIXTRAL, "flash", "none", "bf16", 23, 2, impl="batched_mm"),
+    case_5("mixtral-hf-sdpa-full-bf16-hf5", MIXTRAL, "sdpa", "full", "bf16", 37, 3),
+    case_5("qwen3_moe-hf-flash-none-bf16-hf5", QWEN3_MOE, "flash", "none", "bf16", 37, 3),
+    case_5("qwen3_moe-hf-eager-none-fp32-nonorm-hf5", QWEN3_MOE_NONORM, "eager", "none", "fp32", 29, 2),
+    case_5("qwen2_moe-hf-eager-none-bf16-hf5", QWEN2_MOE, "eager", "none", "bf16", 37, 3),
+    case_5("qwen2_moe-hf-sdpa-none-bf16-step2-norm-hf5-batched", QWEN2_MOE_STEP2, "sdpa", "none", "bf16", 21, 2,
+           impl="batched_mm"),
+    case_5("deepseek_v3-hf-flash-none-bf16-padv-hf5", DSV3, "flash", "none", "bf16", 41, 3),
+    case_5("deepseek_v3-hf-eager-none-fp32-hf5", DSV3, "eager", "none", "fp32", 29, 2),
+    case_5("deepseek_v3-hf-eager-none-bf16-noqlora-hf5-eager", DSV3_NOLORA, "eager", "none", "bf16", 29, 3, impl="eager"),
+    case_5("deepseek_v3-hf-sdpa-none-bf16-hf5-batched", DSV3, "sdpa", "none", "bf16", 19, 2, impl="batched_mm"),
+    case_5("llama-hf-eager-none-bf16-gqa-hf5", LLAMA_GQA, "eager", "none", "bf16", 37, 3),
+    case_5("gpt2-hf-eager-full-bf16-drop-hf5", GPT2, "eager", "full", "bf16", 40, 2, hd=0.1, ad=0.1),
 ]
 
 
@@ -583,7 +613,7 @@ def cli_args(actmem, config_path, run: models.RunConfig, par=None, extra=()):
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
         "--hf-version", run.hf_version, "--json",
-    ] + parallel + list(extra)  # fmt: skip
+    ] + (["--experts-impl", run.experts_impl] if run.hf_version == "5" else []) + parallel + list(extra)  # fmt: skip
 
 
 def call_actmem(actmem, name, model, run, workdir, par=None, extra=(), check=lambda activations: None):

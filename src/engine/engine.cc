@@ -54,7 +54,7 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
   if (workload.framework == Framework::kHF && !detail::hf_version_modeled(model, workload.hf_version))
     return Error{ErrorKind::kIncompatible, "hf_version",
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
-                             "mistral and qwen2 only, not '{}'; use @hf_version 4.57",
+                             "mistral and qwen2 only, not '{}'; use @hf_version 5 or 4.57",
                              kHfVersionNames.name(workload.hf_version), model.model_type)};
   try {
     auto p = std::make_shared<detail::Prepared>();

@@ -13,6 +13,8 @@ Workload workload_of(const TrainingOptions& o) {
   w.dtype = o.activation.dtype;
   w.hidden_dropout = o.activation.hidden_dropout;
   w.attention_dropout = o.activation.attention_dropout;
+  w.hf_version = o.activation.hf_version;
+  w.experts_impl = o.activation.experts_impl;
   w.weight_dtype = o.static_options.weight_dtype;
   w.grad_dtype = o.static_options.grad_dtype;
   w.optimizer = o.static_options.optimizer;

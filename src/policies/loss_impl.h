@@ -69,9 +69,9 @@ bool check_loss(const Workload& w, const Layout& l, Reporter& r) {
       return fmt::format("@loss {} is a transformers/torchtune/Liger loss; with @framework megatron use @loss full",
                          loss_name(w.loss, w.loss_chunks));
     });
-  if (w.hf_version != HfVersion::k4_57)
+  if (w.hf_version == HfVersion::k4_44)
     return r.fail(ErrorKind::kIncompatible, "loss", [&] {
-      return fmt::format("@loss {} is modeled on the 4.57 layout (no shifted copy of the logits); use @hf_version 4.57",
+      return fmt::format("@loss {} is modeled on the 4.57 / 5 layout (no shifted copy of the logits); use @hf_version 5",
                          loss_name(w.loss, w.loss_chunks));
     });
   if (l.parallel.tp > 1)

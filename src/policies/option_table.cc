@@ -70,7 +70,7 @@ const std::array kRows{
     Row{{"dtype", OptionKind::kText, "activation dtype: bf16, fp16, fp32"}, ACTMEM_SET(as_dtype, workload.dtype)},
     Row{{"framework", OptionKind::kText, "save rules: hf (transformers eager), megatron or torchtitan (its Llama 3 + FSDP2)"},
         ACTMEM_SET_NAME(kFrameworkNames, workload.framework)},
-    Row{{"hf_version", OptionKind::kText, "transformers code layout for --framework hf: 4.44 or 4.57"},
+    Row{{"hf_version", OptionKind::kText, "transformers code layout for --framework hf: 5, 4.57 or 4.44"},
         ACTMEM_SET_NAME(kHfVersionNames, workload.hf_version)},
     Row{{"transformer_impl", OptionKind::kText,
          "with --framework megatron: local (default) or transformer_engine (Megatron-LM's --transformer-impl)"},
@@ -90,6 +90,8 @@ const std::array kRows{
           s.workload.megatron.recompute_modules = *bits;
           return {};
         }},
+    Row{{"experts_impl", OptionKind::kText, "with hf_version 5: MoE experts as grouped_mm, eager or batched_mm"},
+        ACTMEM_SET_NAME(kExpertsImplNames, workload.experts_impl)},
     Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET_NAME(kAttentionNames, workload.attention)},
     Row{{"recompute", OptionKind::kText, "none, selective or full"}, ACTMEM_SET_NAME(kRecomputeNames, layout.recompute)},
     Row{{"recompute_layers", OptionKind::kCount, "with recompute full: recompute only N layers per stage"},

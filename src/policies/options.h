@@ -37,8 +37,13 @@ enum class Precision { kMixed, kPure };
 enum class BaseWeights { kBF16, kFP16, kFP32, kInt8, kNF4 };
 /// Which transformers release the hf rules follow: the code layouts save differently
 /// (validation/EXPECTED.md, "transformers versions"). 4.57 is the 4.5x layout every hf rule is
-/// measured against; 4.44 differs in the loss (s−1 shifted rows).
-enum class HfVersion { k4_44, k4_57 };
+/// measured against; 4.44 differs in the loss (s−1 shifted rows); 5 in the MoE experts (fused 3-D
+/// weights run by the experts implementation, ExpertsImpl).
+enum class HfVersion { k4_44, k4_57, k5 };
+/// transformers 5 `experts_implementation` (integrations/moe.py ExpertsInterface): the fused 3-D
+/// expert weights run as a per-expert loop, one grouped GEMM (the default, modeling_utils.py
+/// get_correct_experts_implementation) or batched GEMMs over gathered per-row weight copies.
+enum class ExpertsImpl { kGroupedMm, kEager, kBatchedMm };
 /// How the LM head and loss run (--loss; policies/loss_impl.h): HF's full fp32 logits, torchtune's
 /// chunked output, Liger's fused linear cross entropy.
 enum class LossImpl { kFull, kChunked, kFusedLinearCE };
@@ -88,8 +93,16 @@ struct LoraOptions {
   bool enabled() const { return rank > 0; }
 };
 
-inline constexpr NameTable<HfVersion, 2> kHfVersionNames{
-    "transformers version", "hf_version", {{{HfVersion::k4_44, "4.44"}, {HfVersion::k4_57, "4.57"}}}};
+inline constexpr NameTable<HfVersion, 3> kHfVersionNames{
+    "transformers version",
+    "hf_version",
+    {{{HfVersion::k4_44, "4.44"}, {HfVersion::k4_57, "4.57"}, {HfVersion::k5, "5"}}}};
+inline constexpr NameTable<ExpertsImpl, 3> kExpertsImplNames{
+    "experts implementation",
+    "experts_impl",
+    {{{ExpertsImpl::kGroupedMm, "grouped_mm"},
+      {ExpertsImpl::kEager, "eager"},
+      {ExpertsImpl::kBatchedMm, "batched_mm"}}}};
 
 /// What is fixed for a prepared model.
 struct Workload {
@@ -101,7 +114,8 @@ struct Workload {
   DType weight_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;          // bf16 gives the classic 16 bytes/param; fp32 accumulation 18
   Optimizer optimizer = Optimizer::kAdamW;
-  HfVersion hf_version = HfVersion::k4_57;  // framework hf: the transformers code layout
+  HfVersion hf_version = HfVersion::k5;  // framework hf: the transformers code layout (the current major)
+  ExpertsImpl experts_impl = ExpertsImpl::kGroupedMm;  // hf_version 5: how the fused experts run
   Precision precision = Precision::kMixed;
   bool optimizer_in_backward = false;  // torchtune optimizer_in_bwd: each gradient freed after its step
   LoraOptions lora;

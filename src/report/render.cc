@@ -146,6 +146,7 @@ nlohmann::json report_json(const Report& r) {
                  {"dtype", dtype_name(w.dtype)},
                  {"framework", kFrameworkNames.name(w.framework)},
                  {"hf_version", kHfVersionNames.name(w.hf_version)},
+                 {"experts_impl", kExpertsImplNames.name(w.experts_impl)},
                  {"attention", kAttentionNames.name(w.attention)},
                  {"recompute", kRecomputeNames.name(l.recompute)},
                  {"weight_dtype", dtype_name(w.weight_dtype)},

@@ -200,12 +200,17 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
   if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
-  if (w.framework == Framework::kHF)
+  if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5)
+    notes.push_back(fmt::format(
+        "hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): MoE experts "
+        "as fused 3-D weights run by {} (experts_impl); everything else as the 4.57 rules",
+        kExpertsImplNames.name(w.experts_impl)));
+  else if (w.framework == Framework::kHF)
     notes.push_back(w.hf_version == HfVersion::k4_44
                         ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
                           "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
                           "and the loss transient, are the 4.57 rules"
-                        : "hf rules: transformers 4.57 (hf_version, the default; 4.44 is the other choice)");
+                        : "hf rules: transformers 4.57 (hf_version; 5, the default, and 4.44 are the other choices)");
   for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.tp)) notes.push_back(std::move(note));
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");

@@ -31,6 +31,8 @@ struct ActivationOptions {
   std::optional<double> hidden_dropout;     // unset = from the model (config.json)
   std::optional<double> attention_dropout;  // unset = from the model
   ParallelLayout parallel;
+  HfVersion hf_version = HfVersion::k5;                // framework hf: the transformers code layout
+  ExpertsImpl experts_impl = ExpertsImpl::kGroupedMm;  // hf_version 5: how the fused experts run
 };
 
 /// One saved storage (after dedup): shape in symbols and values, dtype, bytes, formula.

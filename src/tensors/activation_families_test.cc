@@ -32,6 +32,7 @@ ActivationReport run(const ModelSpec& m, int64_t s, int64_t b, DType dtype, Atte
   o.attention = attention;
   o.hidden_dropout = hidden_dropout;
   o.attention_dropout = attention_dropout;
+  o.hf_version = HfVersion::k4_57;  // the measured 4.57 cases (transformers 5: run_hf below)
   auto r = estimate_activations(m, o);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   return r ? *r : ActivationReport{};
@@ -288,6 +289,82 @@ TEST(ActivationHfFamilies, DeepseekV3FlashPadsVSdpaDoesNotFp32RouterCopies) {
     EXPECT_EQ(r.per_layer.count(), 2000304);  // measured
     EXPECT_EQ(r.total.count(), 5861016);      // measured
   }
+}
+
+// transformers 5 (`hf_version` 5): fused 3-D experts run by integrations/moe.py @8b584a67
+// (validation/EXPECTED.md, "transformers 5"). Case mixtral-hf-eager-none-bf16-hf5: the validation
+// Mixtral (h 320, 10 heads / 2 KV heads of 32, E 4, k 2, f 224), s 37, b 3, eager attention, bf16.
+ActivationReport run_hf(const ModelSpec& m, int64_t s, int64_t b, AttentionImpl attention, HfVersion v,
+                        ExpertsImpl impl = ExpertsImpl::kGroupedMm) {
+  ActivationOptions o;
+  o.seq_len = s;
+  o.micro_batch = b;
+  o.attention = attention;
+  o.hf_version = v;
+  o.experts_impl = impl;
+  auto r = estimate_activations(m, o);
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  return r ? *r : ActivationReport{};
+}
+
+constexpr const char* kTinyMixtral = R"({"model_type": "mixtral", "hidden_size": 320, "num_hidden_layers": 3,
+  "num_attention_heads": 10, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 224,
+  "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 1003, "rms_norm_eps": 1e-06,
+  "torch_dtype": "bfloat16"})";
+
+TEST(ActivationHfFamilies, Transformers5FusedExperts) {
+  const int64_t s = 37, b = 3, h = 320, a = 10, d = 32, e = 2, T = s * b;
+  const int64_t E = 4, k = 2, f = 224, S = k * T;
+  const ModelSpec m = config(kTinyMixtral);
+  // Norms and eager attention, as 4.57 (EXPECTED.md, "Norms", "hf, Llama / Qwen2 / Mixtral").
+  const int64_t norms = 2 * (4 * T * h + 4 * T + e * T * h) + 2 * e * T * h;
+  const int64_t attention = 3 * e * T * a * d + 4 * b * a * s * s + e * b * a * s * s + e * T * a * d;
+  // MixtralTopKRouter: fp32 softmax, int64 top-k, the in-place /= keeps fp32 values and row sums.
+  const int64_t router = 4 * T * E + 8 * T * k + 4 * T * k + 4 * T;
+  const int64_t base = norms + attention + router;
+  // grouped_mm_experts_forward: token_idx, perm, inv_perm (int64 S each), the sorted tokens, int32
+  // offsets (E), [gate|up] (2f), act(gate), product, down output, sample_weights[perm].
+  const int64_t grouped = 8 * S + 16 * S + e * S * h + 4 * E + 4 * e * S * f + e * S * h + e * S;
+  auto r5 = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k5);
+  EXPECT_EQ(r5.per_layer.count(), base + grouped);
+  EXPECT_EQ(r5.per_layer.count(), 1792444);  // measured
+  EXPECT_EQ(layer_bytes_named(r5, "moe.offsets"), 4 * E);
+  EXPECT_EQ(layer_bytes_named(r5, "moe.perm") + layer_bytes_named(r5, "moe.inv_perm"), 16 * S);
+  EXPECT_EQ(layer_bytes_named(r5, "moe.weighted_out"), 0);  // no index_add_: view(T, k, h).sum(1)
+  // 4.57's loop (where pairs, index_add_ source): e·S·h − 8·S − 4·E more than grouped_mm.
+  auto r457 = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k4_57);
+  EXPECT_EQ(r457.per_layer.count() - r5.per_layer.count(), e * S * h - 8 * S - 4 * E);
+  // The 5.x eager MixtralExperts loop keeps 4.57's bytes (one fused 2f storage for two f ones).
+  auto eager = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k5, ExpertsImpl::kEager);
+  EXPECT_EQ(eager.per_layer.count(), r457.per_layer.count());
+  // batched_mm_experts_forward: the per-row weight copies (S, 2f, h) and (S, h, f), the clamped ids
+  // instead of perm / inv_perm / offsets, the valid mask cast to the activation dtype.
+  auto batched = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k5, ExpertsImpl::kBatchedMm);
+  EXPECT_EQ(batched.per_layer.count() - r5.per_layer.count(), 3 * e * S * f * h - 8 * S - 4 * E + e * S);
+  EXPECT_EQ(layer_bytes_named(batched, "moe.gate_up_weights"), 2 * e * S * f * h);
+  // Outside the layers nothing changes.
+  EXPECT_EQ(r5.total.count() - 3 * r5.per_layer.count(), r457.total.count() - 3 * r457.per_layer.count());
+  // The defaults: transformers 5 (the current major version), grouped_mm (modeling_utils.py).
+  EXPECT_EQ(Workload{}.hf_version, HfVersion::k5);
+  EXPECT_EQ(Workload{}.experts_impl, ExpertsImpl::kGroupedMm);
+  EXPECT_EQ(*kHfVersionNames.parse("5"), HfVersion::k5);
+  EXPECT_EQ(*kExpertsImplNames.parse("batched_mm"), ExpertsImpl::kBatchedMm);
+  EXPECT_FALSE(kExpertsImplNames.parse("sonicmoe"));
+}
+
+// DeepSeek-V3 under transformers 5 (kDeepseekV3 above, eager attention, bf16): fp32 routing weights
+// (4·S), and no fp32 index_add_ source (−4·S·h) under grouped_mm; the eager loop casts its source to
+// the activation dtype (`.to(final_hidden_states.dtype)`, final = zeros_like(hidden_states)).
+TEST(ActivationHfFamilies, Transformers5DeepseekV3Experts) {
+  const int64_t s = 37, b = 3, h = 320, e = 2, T = s * b, E = 8, k = 3, S = k * T;
+  const ModelSpec m = config(kDeepseekV3);
+  auto r457 = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k4_57);
+  EXPECT_EQ(r457.per_layer.count(), 2554582);  // measured (deepseek_v3-hf-eager-none-bf16)
+  auto grouped = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k5);
+  EXPECT_EQ(r457.per_layer.count() - grouped.per_layer.count(), 4 * S * h - 8 * S - 4 * E);
+  EXPECT_EQ(layer_bytes_named(grouped, "moe.combine_weights"), 4 * S);
+  auto eager = run_hf(m, s, b, AttentionImpl::kEager, HfVersion::k5, ExpertsImpl::kEager);
+  EXPECT_EQ(r457.per_layer.count() - eager.per_layer.count(), (4 - e) * S * h);
 }
 
 }  // namespace

@@ -267,7 +267,8 @@ TEST(ActivationHF, DropoutOverrideFromOptions) {
 TEST(ActivationHF, MixtralMoeFlash) {
   const int64_t s = 4096, b = 1, h = 4096, a = 32, kvd = 8 * 128, f = 14336, E = 8, k = 2;
   const int64_t T = s * b;
-  auto r = run(mixtral_8x7b(), {.seq_len = s, .micro_batch = b});
+  // transformers 4.57's expert loop (hf_version 5 runs grouped_mm: activation_families_test.cc).
+  auto r = run(mixtral_8x7b(), {.seq_len = s, .micro_batch = b, .hf_version = HfVersion::k4_57});
   const int64_t attention_and_norms = 20 * T * h + 4 * T * kvd + 4 * a * T + 8 * T;
   // validation/EXPECTED.md (hf Mixtral MoE, measured): router fp32 softmax 4·T·E, int64 top-k index
   // 8·T·k, fp32 top-k weights 4·T·k and row sums 4·T; torch.where's (row, token) int64 pairs 16·k·T;
@@ -277,7 +278,8 @@ TEST(ActivationHF, MixtralMoeFlash) {
                       2 * k * T * h + 2 * k * T + 2 * k * T * h;
   EXPECT_EQ(r.per_layer.count(), attention_and_norms + moe);
   // EP 8: each GPU's experts see k·s·b/8 rows (balanced routing).
-  auto ep = run(mixtral_8x7b(), {.seq_len = s, .micro_batch = b, .parallel = {.ep = 8}});
+  auto ep = run(mixtral_8x7b(),
+                {.seq_len = s, .micro_batch = b, .parallel = {.ep = 8}, .hf_version = HfVersion::k4_57});
   const int64_t rows = k * T / 8;
   const int64_t moe_ep = 4 * T * E + 8 * T * k + 4 * T * k + 4 * T + 16 * rows + 2 * rows * h + 8 * rows * f +
                          2 * rows * h + 2 * rows + 2 * rows * h;

@@ -386,11 +386,12 @@ int activation(Builder& g, const Context& c, int input, const Shape& shape, cons
 
 /// Dense MLP (or one expert bank) on `rows` tokens with intermediate `ffn` (a symbol); returns
 /// down's output.
-int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, const std::string& prefix, Group group) {
+int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, const std::string& prefix, Group group,
+        bool fused_gate_up = false) {
   const auto f_shape = cat(rows, {Dim::of(ffn)});
   int product = -1;
   if (c.model.gated_mlp) {
-    const bool fused = c.model.fused_gate_up || c.rules.fused_gate_up;
+    const bool fused = fused_gate_up || c.model.fused_gate_up || c.rules.fused_gate_up;
     int gate = -1;
     int up = -1;
     if (fused) {
@@ -577,6 +578,63 @@ int latent_attention(Builder& g, const Context& c, int x) {
   return context;
 }
 
+int moe_shared(Builder& g, const Context& c, int x, const Shape& tokens, int out);
+
+/// transformers 5 fused 3-D experts (gate_up_proj (E, 2f, h), down_proj (E, h, f)) run by
+/// integrations/moe.py (validation/EXPECTED.md, "transformers 5"), on S = k·T rows:
+///  - grouped_mm_experts_forward: `hidden_states[token_idx]` keeps token_idx (int64 S); argsort gives
+///    perm and inv_perm (int64 S each), kept by the `[perm]` and `[inv_perm]` gathers; the sorted
+///    tokens (S, h) are kept by grouped_mm #1, which with #2 keeps the int32 (E) offsets (torch
+///    derivatives.yaml _grouped_mm: self, mat2, offs; mat2 is a view of the parameter); the
+///    (S, 2f) [gate|up] output (chunk views), act(gate), the product (grouped_mm #2's input), the
+///    down output and the routing weights `sample_weights[perm]` (S) kept by the weighting mul.
+///    No index_add_: `.view(T, k, h).sum(1)` keeps nothing.
+///  - batched_mm_experts_forward: token_idx; the clamped expert ids (int64 S), kept by the two
+///    weight gathers; the gathered tokens and the gathered weights `gate_up_proj[ids]` (S, 2f, h)
+///    and `down_proj[ids]` (S, h, f), kept by the bmm's (each keeps the other operand); the SwiGLU
+///    as above; the down output and the weights (S) for the weighting mul; the EP valid mask cast
+///    to the weighted output's dtype (S), kept by `* valid_mask`.
+void hf5_experts(Builder& g, const Context& c, const Shape& rows, const Dim& experts) {
+  const Group grp = Group::kMoe;
+  const bool batched = c.workload.experts_impl == ExpertsImpl::kBatchedMm;
+  const bool frozen = c.workload.lora.enabled();  // frozen expert weights: the GEMMs keep no input
+  g.save(g.add("moe.token_idx", grp, "gather", rows, DType::kINT64,
+               "arange(T).expand(k).reshape(-1), kept by x[token_idx]"));
+  int tokens = -1;
+  if (batched) {
+    g.save(g.add("moe.expert_ids", grp, "clamp", rows, DType::kINT64,
+                 "expert_ids.clamp(0, E−1), kept by the two weight gathers"));
+    tokens = g.add("moe.dispatched", grp, "gather", cat(rows, {c.h}), c.e, "x[token_idx], kept by bmm #1");
+    g.save(g.add("moe.gate_up_weights", grp, "gather", cat(rows, {Dim::of(Sym::kExpertFfn, 2), c.h}), c.e,
+                 "gate_up_proj[expert_ids]: a weight copy per row, kept by bmm #1"));
+    g.save(g.add("moe.down_weights", grp, "gather", cat(rows, {c.h, Dim::of(Sym::kExpertFfn)}), c.e,
+                 "down_proj[expert_ids]: a weight copy per row, kept by bmm #2"));
+  } else {
+    for (const char* name : {"moe.perm", "moe.inv_perm"})
+      g.save(g.add(name, grp, "argsort", rows, DType::kINT64, "kept by the [perm] / [inv_perm] gathers"));
+    tokens = g.add("moe.dispatched", grp, "gather", cat(rows, {c.h}), c.e,
+                   "x[token_idx][perm], kept by grouped_mm #1");
+    g.save(g.add("moe.offsets", grp, "cumsum(histc)", {experts}, DType::kINT32, "kept by both grouped_mm"));
+  }
+  if (!frozen) g.save(tokens);
+  const auto f2 = cat(rows, {Dim::of(Sym::kExpertFfn, 2)});
+  const auto f1 = cat(rows, {Dim::of(Sym::kExpertFfn)});
+  const char* gemm = batched ? "bmm" : "grouped_mm";
+  int gate_up = g.add("moe.experts.gate_up", grp, gemm, f2, c.e);
+  int act_out = activation(g, c, gate_up, f1, "moe.experts", grp);  // keeps gate, a view of gate_up
+  g.save(act_out);
+  g.save(gate_up);  // up, the other view
+  int product = g.add("moe.experts.act_mul_up", grp, "mul", f1, c.e);
+  if (!frozen) g.save(product);
+  g.save(g.add("moe.experts.down", grp, gemm, cat(rows, {c.h}), c.e, "kept by the weighting mul"));
+  const DType weights = c.hf.moe_combine_fp32 ? DType::kFP32 : c.e;  // DeepSeek: fp32 routing weights
+  g.save(g.add("moe.combine_weights", grp, "combine", rows, weights,
+               "the routing weight per row, kept by the weighting mul"));
+  if (batched)  // cast to the weighted output's dtype (fp32 when the weights promote it)
+    g.save(g.add("moe.valid_mask", grp, "mul", cat(rows, {Dim::lit("1", 1)}), weights,
+                 "(expert_ids < E).to(out.dtype), kept by `* valid_mask`"));
+}
+
 /// Routed experts (+ shared experts) on the normed input `x`; returns the combined output.
 int moe(Builder& g, const Context& c, int x) {
   const Group grp = Group::kMoe;
@@ -603,16 +661,33 @@ int moe(Builder& g, const Context& c, int x) {
   // Rows each GPU's experts process (Sym::kMoeRows): k·s·b/ep with balanced routing (dropless), or
   // the padded capacity E·⌈cf·k·s·b/E⌉/ep with a capacity factor; bound by the layout.
   const Shape rows{Dim::of(Sym::kMoeRows)};
+  if (c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5 &&
+      c.workload.experts_impl != ExpertsImpl::kEager) {
+    hf5_experts(g, c, rows, experts);
+    return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
+  }
+  // transformers 5 eager (MixtralExperts.forward): the 4.x loop with one fused [gate|up] linear
+  // per expert: the same bytes (one 2f storage instead of two f ones).
+  const bool fused_experts = c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5;
   int dispatched = g.add("moe.dispatched", grp, "dispatch", cat(rows, {c.h}), c.e, "tokens gathered per expert");
   const auto index_shape = c.rules.moe.index_bytes == 16 ? cat(rows, {Dim::lit("2", 2)}) : rows;  // (row, token) pairs
   g.save(g.add("moe.token_index", grp, "dispatch", index_shape, DType::kINT64));
-  int expert_out = mlp(g, c, dispatched, rows, Sym::kExpertFfn, "moe.experts", grp);
+  int expert_out = mlp(g, c, dispatched, rows, Sym::kExpertFfn, "moe.experts", grp, fused_experts);
   g.save(expert_out);  // scaled by its routing weight: the mul keeps both
   const DType combine = c.hf.moe_combine_fp32 ? DType::kFP32 : c.e;
   g.save(g.add("moe.combine_weights", grp, "combine", rows, combine));
+  // 5.x MixtralExperts / DeepseekV3NaiveMoe: index_add_ of `.to(final_hidden_states.dtype)` into
+  // zeros_like(hidden_states): the source is in the activation dtype even with fp32 weights.
   if (c.rules.moe.index_add_source)
-    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), combine, "index_add_ keeps its source"));
-  int out = g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e);
+    g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), fused_experts ? c.e : combine,
+                 "index_add_ keeps its source"));
+  return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
+}
+
+/// The shared experts beside the routed ones (Qwen2-MoE's gated one, DeepSeek's); returns `out`.
+int moe_shared(Builder& g, const Context& c, int x, const Shape& tokens, int out) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
   if (spec.shared_ffn > 0) {
     int shared = mlp(g, c, x, {c.s_tp, c.b}, Sym::kSharedFfn, "moe.shared", grp);
     if (spec.shared_expert_gate) {  // sigmoid(Linear(h, 1)(x)) * shared(x): keeps both factors
@@ -1073,7 +1148,7 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<L
 }
 
 bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
-  return version == HfVersion::k4_57 || hf_traits(model).loss_4_44 != ShiftedLoss::kNone;
+  return version != HfVersion::k4_44 || hf_traits(model).loss_4_44 != ShiftedLoss::kNone;
 }
 
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {

@@ -11,7 +11,7 @@ struct DTypeRow {
   int bits;
 };
 // One name table; aliases below map torch spellings onto these.
-constexpr std::array<DTypeRow, 8> kDTypes{{
+constexpr std::array<DTypeRow, 9> kDTypes{{
     {DType::kFP32, "fp32", 32},
     {DType::kBF16, "bf16", 16},
     {DType::kFP16, "fp16", 16},
@@ -20,6 +20,7 @@ constexpr std::array<DTypeRow, 8> kDTypes{{
     {DType::kINT4, "int4", 4},
     {DType::kINT64, "int64", 64},
     {DType::kBool, "bool", 8},
+    {DType::kINT32, "int32", 32},  // index tensors (grouped_mm offsets)
 }};
 struct Alias {
   std::string_view alias;

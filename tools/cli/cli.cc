@@ -29,7 +29,8 @@ struct TrainingFlags {
   int64_t micro_batch = 1;
   std::string dtype = "bf16";
   std::string framework = "hf";
-  std::string hf_version = "4.57";
+  std::string hf_version = "5";
+  std::string experts_impl = "grouped_mm";
   std::string transformer_impl;   // --framework megatron (megatron_options.h); empty = local
   std::string fp8;                // empty = none
   bool activation_func_fp8_input_store = false;
@@ -78,7 +79,10 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--micro-batch", f.micro_batch, "micro-batch size b")->capture_default_str();
   cmd->add_option("--dtype", f.dtype, "activation dtype: bf16, fp16, fp32")->capture_default_str();
   cmd->add_option("--framework", f.framework, "save rules: hf (transformers eager), megatron or torchtitan")->capture_default_str();
-  cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 4.57 or 4.44")
+  cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 5, 4.57 or 4.44")
+      ->capture_default_str();
+  cmd->add_option("--experts-impl", f.experts_impl,
+                  "with --hf-version 5: how MoE experts run, grouped_mm, eager or batched_mm")
       ->capture_default_str();
   cmd->add_option("--transformer-impl", f.transformer_impl,
                   "with --framework megatron: local (default) or transformer_engine (TE layer spec)");
@@ -162,6 +166,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.grad_dtype.empty()) named.emplace_back("grad_dtype", f.grad_dtype);
   named.insert(named.end(), {{"framework", f.framework},
                              {"hf_version", f.hf_version},
+                             {"experts_impl", f.experts_impl},
                              {"attention", f.attention},
                              {"recompute", f.recompute},
                              {"optimizer", f.optimizer},
