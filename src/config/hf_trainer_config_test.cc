@@ -1,4 +1,4 @@
-// axolotl and LLaMA-Factory example configs (tests/data/training/SOURCES.md) read into actmem's layout.
+// axolotl and LLaMA-Factory example configs (examples/README.md) read into actmem's layout.
 #include "config/training_config.h"
 
 #include <string>

@@ -11,7 +11,7 @@ import actmem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BINARY = os.environ.get("ACTMEM_BINARY", os.path.join(ROOT, "build", "actmem"))
-DATA = os.path.join(ROOT, "tests", "data", "training")
+DATA = os.path.join(ROOT, "examples")
 
 
 def cli(*args):
