@@ -147,12 +147,23 @@ TEST(HfTrainerConfig, LlamaFactoryDeepSpeedPath) {
   // The DeepSpeed config's own warnings come along (not its "auto" ones: the YAML gives those values).
   for (const auto& w : c->warnings) EXPECT_EQ(w.find("\"auto\" is filled in"), std::string::npos) << w;
   EXPECT_FALSE(c->warnings.empty());
-  // LoRA is modelled up to ZeRO-2: the library refuses this layout rather than guess.
+  // LoRA under ZeRO-3 is refused, saying why (the frozen base partitioned and gathered layer by layer,
+  // small parameters kept whole) and what to run instead (ZeRO-2: an upper bound for the weights).
   auto prepared = prepare(*c->model, s.workload);
   ASSERT_TRUE(prepared);
   auto r = explain(*prepared, s.layout);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("LoRA is modelled up to ZeRO-2"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().field, "zero_stage");
+  EXPECT_EQ(r.error().message.rfind("@zero_stage 3: LoRA under ZeRO-3 is not modelled: ZeRO-3 partitions the frozen "
+                                    "base", 0), 0u) << r.error().message;
+  EXPECT_NE(r.error().message.find("stage3_param_persistence_threshold"), std::string::npos);
+  EXPECT_NE(r.error().message.find("use @zero_stage 2"), std::string::npos);
+  // The suggested run works: the same job at ZeRO-2 over 8 GPUs.
+  s.layout.zero_stage = 2;
+  s.layout.parallel.dp = 8;
+  auto r2 = explain(*prepared, s.layout);
+  ASSERT_TRUE(r2) << r2.error().message;
+  EXPECT_EQ(r2->totals.gradients, 4 * lora_all_llama3_8b(8) / 8);  // fp32 adapter gradients over 8
 }
 
 // TrainingArguments.to_json_string() as tyronechen/genomenlp's docs publish it (examples/README.md):
