@@ -203,25 +203,6 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   return s;
 }
 
-/// JSON as a YAML node (no positions): for JSON that yaml-cpp's own parser does not take.
-YAML::Node json_to_yaml(const nlohmann::json& j) {
-  YAML::Node out;
-  if (j.is_object()) {
-    out = YAML::Node(YAML::NodeType::Map);
-    for (const auto& [k, v] : j.items()) out[k] = json_to_yaml(v);
-  } else if (j.is_array()) {
-    out = YAML::Node(YAML::NodeType::Sequence);
-    for (const auto& v : j) out.push_back(json_to_yaml(v));
-  } else if (j.is_null()) {
-    out = YAML::Node(YAML::NodeType::Null);
-  } else if (j.is_string()) {
-    out = j.get<std::string>();
-  } else {
-    out = j.dump();  // true, 16, 7.8e-05
-  }
-  return out;
-}
-
 bool is_off(const YAML::Node& node) {
   if (node.IsNull()) return true;
   if (node.IsSequence() || node.IsMap()) return node.size() == 0;
@@ -240,8 +221,6 @@ class YamlReader {
   void keep(const std::string& key, YAML::Node node) { read_[key] = std::move(node); }
   bool has(const std::string& key) const { return read_.count(key) > 0; }
   std::string where(const std::string& key, const YAML::Node& node) const {
-    // A node built from JSON without a position (json_to_yaml) has no line.
-    if (node.Mark().line < 0) return fmt::format("{}: {} ({})", key, yaml_text(node), name_);
     return fmt::format("{}: {} ({}:{})", key, yaml_text(node), name_, node.Mark().line + 1);
   }
   std::string where(const std::string& key) const { return where(key, read_.at(key)); }
@@ -349,16 +328,13 @@ Expected<TrainingConfig> read_hf_training_json(std::string_view text, const std:
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return Error{ErrorKind::kConfig, "", fmt::format("{}: not a JSON object of TrainingArguments", name)};
-  // JSON is YAML 1.2's flow style: yaml-cpp reads it with each value's line. A file it does not take
-  // (tabs in the indentation) is read through nlohmann, without lines.
+  // JSON is YAML 1.2's flow style: yaml-cpp reads it with each value's line (tab indentation, compact
+  // separators and \/ escapes included).
   try {
     return read_yaml(YAML::Load(std::string(text)), name);
-  } catch (const YAML::Exception&) {
-  }
-  try {
-    return read_yaml(json_to_yaml(j), name);
   } catch (const YAML::Exception& e) {
-    return Error{ErrorKind::kConfig, "", fmt::format("{}: not JSON of the expected shape: {}", name, e.msg)};
+    return Error{ErrorKind::kConfig, "",
+                 fmt::format("{}:{}: not JSON of the expected shape: {}", name, e.mark.line + 1, e.msg)};
   }
 }
 
@@ -712,8 +688,7 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
     std::string ds_name;
     if (in.node("deepspeed").IsMap()) {
       ds_text = yaml_to_json(in.node("deepspeed")).dump();
-      const int line = in.node("deepspeed").Mark().line;
-      ds_name = line < 0 ? fmt::format("{}, the deepspeed dict", name) : fmt::format("{}:{}", name, line + 1);
+      ds_name = fmt::format("{}:{}", name, in.node("deepspeed").Mark().line + 1);
     } else {
       ACTMEM_TRY(path, in.text("deepspeed"));
       auto file = find_beside(path, name);

@@ -252,6 +252,10 @@ TEST(HfTrainerConfig, TrainingArgumentsJsonRules) {
   auto not_json = read_hf_training_json("{\"optim\": ", "n.json");
   ASSERT_FALSE(not_json);
   EXPECT_EQ(not_json.error().message, "n.json: not a JSON object of TrainingArguments");
+  auto shape = read_hf_training_json("{\"output_dir\": \"o\",\n \"fsdp\": [{\"a\": 1}]}", "s.json");
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.error().message.find("s.json:2: not JSON of the expected shape"), std::string::npos)
+      << shape.error().message;
   // fsdp as a list with offload: FSDP full_shard = ZeRO-3 and the optimizer state on the CPU.
   auto fsdp = read_hf_training_json(R"({"output_dir": "o", "fsdp": ["full_shard", "offload", "auto_wrap"]})", "f.json");
   ASSERT_TRUE(fsdp) << fsdp.error().message;
