@@ -13,7 +13,7 @@
 
 namespace actmem::testing {
 
-inline const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+inline const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/examples/";
 
 /// The last setting a file gave for `option`, or null.
 inline const ConfigSetting* find(const TrainingConfig& c, std::string_view option) {

@@ -7,7 +7,7 @@
 namespace actmem {
 namespace {
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/examples/";
 
 // huggingface/transformers tests/deepspeed/ds_config_zero3.json: fp16, ZeRO-3, optimizer and
 // parameters offloaded to CPU. With Llama-3-8B (P = 8,030,261,248) on dp 8.

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>  // TrainingArguments' JSON form, and a deepspeed dict handed to the DeepSpeed reader
 #include <yaml-cpp/yaml.h>  // Debian libyaml-cpp-dev: the YAML parser, with each node's line
 
 #include "config/training_config.h"
@@ -90,7 +91,7 @@ constexpr KeyRule kKeys[] = {
     {"bfloat16", Use::kNotModelled, "the model loaded in bf16 without autocast"},
     {"float16", Use::kNotModelled, "the model loaded in fp16 without autocast"},
     {"gradient_checkpointing", Use::kRead}, {"disable_gradient_checkpointing", Use::kRead},
-    {"gradient_checkpointing_kwargs", Use::kNoEffect},
+    {"gradient_checkpointing_kwargs", Use::kRead},
     {"attn_implementation", Use::kRead}, {"flash_attention", Use::kRead}, {"sdp_attention", Use::kRead},
     {"flash_attn", Use::kRead}, {"xformers_attention", Use::kRead},
     {"deepspeed", Use::kRead}, {"fsdp", Use::kRead}, {"fsdp_config", Use::kRead},
@@ -103,6 +104,60 @@ constexpr KeyRule kKeys[] = {
     {"use_unsloth_gc", Use::kNotModelled, "Unsloth's offloaded checkpoints"},
     {"upcast_layernorm", Use::kNotModelled, "fp32 layer norms"},
     {"plugins", Use::kNotModelled, "axolotl plugins"},
+    // TrainingArguments' own fields as its to_dict() / to_json_string() writes them (transformers
+    // training_args.py, 4.2x-4.57; Seq2SeqTrainingArguments' generation fields too): every field is
+    // in the dump, most with their defaults.
+    {"per_gpu_train_batch_size", Use::kRead}, {"adafactor", Use::kRead},
+    {"do_eval", Use::kNoEffect}, {"do_predict", Use::kNoEffect}, {"evaluation_strategy", Use::kNoEffect},
+    {"prediction_loss_only", Use::kNoEffect}, {"per_gpu_eval_batch_size", Use::kNoEffect},
+    {"eval_accumulation_steps", Use::kNoEffect}, {"eval_delay", Use::kNoEffect},
+    {"torch_empty_cache_steps", Use::kNoEffect}, {"adam_beta1", Use::kNoEffect}, {"adam_beta2", Use::kNoEffect},
+    {"adam_epsilon", Use::kNoEffect}, {"lr_scheduler_kwargs", Use::kNoEffect}, {"log_level", Use::kNoEffect},
+    {"log_level_replica", Use::kNoEffect}, {"log_on_each_node", Use::kNoEffect}, {"logging_dir", Use::kNoEffect},
+    {"logging_strategy", Use::kNoEffect}, {"logging_first_step", Use::kNoEffect},
+    {"logging_nan_inf_filter", Use::kNoEffect}, {"save_strategy", Use::kNoEffect}, {"save_total_limit", Use::kNoEffect},
+    {"save_safetensors", Use::kNoEffect}, {"save_on_each_node", Use::kNoEffect},
+    {"restore_callback_states_from_checkpoint", Use::kNoEffect}, {"use_mps_device", Use::kNoEffect},
+    {"data_seed", Use::kNoEffect}, {"jit_mode_eval", Use::kNoEffect}, {"use_ipex", Use::kNoEffect},
+    {"fp16_opt_level", Use::kNoEffect}, {"half_precision_backend", Use::kNoEffect}, {"bf16_full_eval", Use::kNoEffect},
+    {"fp16_full_eval", Use::kNoEffect}, {"ddp_backend", Use::kNoEffect}, {"tpu_num_cores", Use::kNoEffect},
+    {"tpu_metrics_debug", Use::kNoEffect}, {"xpu_backend", Use::kNoEffect}, {"dataloader_drop_last", Use::kNoEffect},
+    {"dataloader_prefetch_factor", Use::kNoEffect}, {"dataloader_pin_memory", Use::kNoEffect},
+    {"dataloader_persistent_workers", Use::kNoEffect}, {"past_index", Use::kNoEffect}, {"disable_tqdm", Use::kNoEffect},
+    {"remove_unused_columns", Use::kNoEffect}, {"label_names", Use::kNoEffect},
+    {"load_best_model_at_end", Use::kNoEffect}, {"metric_for_best_model", Use::kNoEffect},
+    {"greater_is_better", Use::kNoEffect}, {"ignore_data_skip", Use::kNoEffect},
+    {"fsdp_min_num_params", Use::kNoEffect}, {"fsdp_transformer_layer_cls_to_wrap", Use::kNoEffect},
+    {"accelerator_config", Use::kNoEffect}, {"optim_args", Use::kNoEffect}, {"group_by_length", Use::kNoEffect},
+    {"length_column_name", Use::kNoEffect}, {"ddp_find_unused_parameters", Use::kNoEffect},
+    {"ddp_broadcast_buffers", Use::kNoEffect}, {"skip_memory_metrics", Use::kNoEffect},
+    {"use_legacy_prediction_loop", Use::kNoEffect}, {"push_to_hub", Use::kNoEffect}, {"hub_strategy", Use::kNoEffect},
+    {"hub_token", Use::kNoEffect}, {"hub_private_repo", Use::kNoEffect}, {"hub_always_push", Use::kNoEffect},
+    {"hub_revision", Use::kNoEffect}, {"include_inputs_for_metrics", Use::kNoEffect},
+    {"include_for_metrics", Use::kNoEffect}, {"eval_do_concat_batches", Use::kNoEffect},
+    {"fp16_backend", Use::kNoEffect}, {"push_to_hub_model_id", Use::kNoEffect},
+    {"push_to_hub_organization", Use::kNoEffect}, {"push_to_hub_token", Use::kNoEffect},
+    {"mp_parameters", Use::kNoEffect}, {"full_determinism", Use::kNoEffect}, {"ray_scope", Use::kNoEffect},
+    {"include_tokens_per_second", Use::kNoEffect}, {"include_num_input_tokens_seen", Use::kNoEffect},
+    {"batch_eval_metrics", Use::kNoEffect}, {"eval_on_start", Use::kNoEffect}, {"eval_use_gather_object", Use::kNoEffect},
+    {"average_tokens_across_devices", Use::kNoEffect}, {"dispatch_batches", Use::kNoEffect},
+    {"split_batches", Use::kNoEffect}, {"sortish_sampler", Use::kNoEffect}, {"predict_with_generate", Use::kNoEffect},
+    {"generation_max_length", Use::kNoEffect}, {"generation_num_beams", Use::kNoEffect},
+    {"generation_config", Use::kNoEffect}, {"liger_kernel_config", Use::kNoEffect}, {"project", Use::kNoEffect},
+    {"trackio_space_id", Use::kNoEffect},
+    {"sharded_ddp", Use::kNotModelled, "fairscale's sharded DDP (give --zero 1 or 2 for its sharded optimizer state)"},
+    {"no_cuda", Use::kNotModelled, "training on the CPU"}, {"use_cpu", Use::kNotModelled, "training on the CPU"},
+    {"torchdynamo", Use::kNotModelled, "torch.compile's fused kernels save other tensors than eager PyTorch"},
+    {"torch_compile_backend", Use::kNotModelled, "torch.compile's fused kernels save other tensors than eager PyTorch"},
+    {"torch_compile_mode", Use::kNotModelled, "torch.compile's fused kernels save other tensors than eager PyTorch"},
+    {"auto_find_batch_size", Use::kNotModelled, "the Trainer halves the batch after an out-of-memory error; counted at "
+                                                "the batch given"},
+    {"label_smoothing_factor", Use::kNotModelled, "the label smoother's fp32 log-softmax over the logits"},
+    {"neftune_noise_alpha", Use::kNotModelled, "NEFTune's noised copy of the embedding output"},
+    {"optim_target_modules", Use::kNotModelled, "GaLore / APOLLO projections of the targeted modules"},
+    {"ddp_bucket_cap_mb", Use::kNotModelled, "DDP's gradient buckets"},
+    {"parallelism_config", Use::kNotModelled, "accelerate's ParallelismConfig (its TP / CP / sharding sizes)"},
+    {"use_liger_kernel", Use::kNotModelled, "Liger's fused kernels and loss"},
 };
 
 const KeyRule* find_key(std::string_view key) {
@@ -122,11 +177,37 @@ std::string yaml_text(const YAML::Node& node) {
   return out.c_str();
 }
 
+/// A YAML (or JSON-as-YAML) value as JSON: quoted scalars stay strings, plain ones become
+/// booleans, null or numbers where they read as such.
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  if (node.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto it = node.begin(); it != node.end(); ++it) out[it->first.as<std::string>()] = yaml_to_json(it->second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : node) out.push_back(yaml_to_json(v));
+    return out;
+  }
+  if (!node.IsScalar()) return nullptr;
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted
+  if (s == "true" || s == "True") return true;
+  if (s == "false" || s == "False") return false;
+  if (s == "null" || s == "~") return nullptr;
+  int64_t i = 0;
+  if (YAML::convert<int64_t>::decode(node, i)) return i;
+  double d = 0;
+  if (YAML::convert<double>::decode(node, d)) return d;
+  return s;
+}
+
 bool is_off(const YAML::Node& node) {
   if (node.IsNull()) return true;
   if (node.IsSequence() || node.IsMap()) return node.size() == 0;
   const std::string& s = node.Scalar();
-  return s.empty() || s == "false" || s == "False" || s == "0" || s == "null";
+  return s.empty() || s == "false" || s == "False" || s == "0" || s == "0.0" || s == "null";
 }
 
 std::string lower(std::string s) {
@@ -243,6 +324,20 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
 
 }  // namespace
 
+Expected<TrainingConfig> read_hf_training_json(std::string_view text, const std::string& name) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Error{ErrorKind::kConfig, "", fmt::format("{}: not a JSON object of TrainingArguments", name)};
+  // JSON is YAML 1.2's flow style: yaml-cpp reads it with each value's line (tab indentation, compact
+  // separators and \/ escapes included).
+  try {
+    return read_yaml(YAML::Load(std::string(text)), name);
+  } catch (const YAML::Exception& e) {
+    return Error{ErrorKind::kConfig, "",
+                 fmt::format("{}:{}: not JSON of the expected shape: {}", name, e.mark.line + 1, e.msg)};
+  }
+}
+
 Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std::string& name) {
   // yaml-cpp throws on a value of another shape than asked (a list where a name belongs): one line.
   try {
@@ -342,8 +437,14 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
     break;
   }
   if (!in.has("sequence_len") && !in.has("cutoff_len") && !in.has("max_seq_length"))
-    cfg.warnings.push_back(fmt::format("{}: no sequence length (sequence_len / cutoff_len); give --seq-len", name));
-  if (in.has("micro_batch_size") || in.has("per_device_train_batch_size")) {
+    cfg.warnings.push_back(fmt::format("{}: no sequence length ({}); give --seq-len", name,
+                                       cfg.format == "hf-trainer" ? "TrainingArguments holds none: the data sets it"
+                                                                  : "sequence_len / cutoff_len"));
+  if (in.has("per_gpu_train_batch_size")) {
+    // TrainingArguments.train_batch_size: per_gpu_train_batch_size (deprecated) or per_device_train_batch_size.
+    ACTMEM_TRY(b, in.count("per_gpu_train_batch_size"));
+    set("micro_batch", b, in.where("per_gpu_train_batch_size") + ": the deprecated name, which the Trainer takes first");
+  } else if (in.has("micro_batch_size") || in.has("per_device_train_batch_size")) {
     const std::string key = in.has("micro_batch_size") ? "micro_batch_size" : "per_device_train_batch_size";
     ACTMEM_TRY(b, in.count(key));
     set("micro_batch", b, in.where(key));
@@ -525,6 +626,18 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
     checkpointing = !d;
     gc_src = in.where("disable_gradient_checkpointing");
   }
+  if (checkpointing && in.has("gradient_checkpointing_kwargs") && in.node("gradient_checkpointing_kwargs").IsMap()) {
+    // Passed to torch.utils.checkpoint: use_reentrant picks the autograd.Function or the saved-tensor
+    // hooks implementation; both keep only each layer's input.
+    const auto& kw = in.node("gradient_checkpointing_kwargs");
+    for (auto it = kw.begin(); it != kw.end(); ++it) {
+      const std::string k = it->first.as<std::string>();
+      if (k != "use_reentrant" && k != "preserve_rng_state" && k != "determinism_check" && k != "debug")
+        cfg.warnings.push_back(fmt::format("{}: not modelled: torch.utils.checkpoint's {}",
+                                           in.where("gradient_checkpointing_kwargs"), k));
+    }
+    gc_src += ", " + in.where("gradient_checkpointing_kwargs") + ": either way each layer keeps only its input";
+  }
   set("recompute", std::string(checkpointing ? "full" : "none"), gc_src);
 
   // Attention kernel.
@@ -558,22 +671,39 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
     optim = lower(o);
     optim_src = in.where(optim_key);
   }
+  if (in.has("adafactor")) {  // TrainingArguments.__post_init__: adafactor=True sets optim to "adafactor"
+    ACTMEM_TRY(a, in.flag("adafactor"));
+    if (a) {
+      optim = "adafactor";
+      optim_src = in.where("adafactor");
+    }
+  }
   if (auto o = optimizer_for(optim)) set("optimizer", *o, optim_src);
   else cfg.warnings.push_back(optim_src + ": not modelled; counted as AdamW");
 
   // Sharding: a DeepSpeed config (read by the DeepSpeed reader) or FSDP.
   if (in.has("deepspeed")) {
-    ACTMEM_TRY(path, in.text("deepspeed"));
-    auto file = find_beside(path, name);
-    if (!file)
-      return Error{ErrorKind::kConfig, "",
-                   fmt::format("{}: the DeepSpeed config is not there (looked as given and beside {}); give it with "
-                               "--from FILE.json --model ...",
-                               in.where("deepspeed"), name)};
-    std::ifstream f(*file);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto ds = read_deepspeed_config(ss.str(), file->string());
+    // TrainingArguments.deepspeed: a JSON file's path, or the config itself as a dict.
+    std::string ds_text;
+    std::string ds_name;
+    if (in.node("deepspeed").IsMap()) {
+      ds_text = yaml_to_json(in.node("deepspeed")).dump();
+      ds_name = fmt::format("{}:{}", name, in.node("deepspeed").Mark().line + 1);
+    } else {
+      ACTMEM_TRY(path, in.text("deepspeed"));
+      auto file = find_beside(path, name);
+      if (!file)
+        return Error{ErrorKind::kConfig, "",
+                     fmt::format("{}: the DeepSpeed config is not there (looked as given and beside {}); give it with "
+                                 "--from FILE.json --model ...",
+                                 in.where("deepspeed"), name)};
+      std::ifstream f(*file);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      ds_text = ss.str();
+      ds_name = file->string();
+    }
+    auto ds = read_deepspeed_config(ds_text, ds_name);
     if (!ds) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.where("deepspeed"), ds.error().message)};
     for (auto& s : ds->settings) {
       // The YAML's own dtype and batch stand; DeepSpeed's "auto" takes them from the TrainingArguments.
@@ -584,16 +714,18 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
     for (auto& w : ds->warnings)
       if (w.find("\"auto\" is filled in by the HF Trainer") == std::string::npos) cfg.warnings.push_back(std::move(w));
   }
-  if (in.has("fsdp") || in.has("fsdp_config")) {
-    // TrainingArguments.fsdp: "full_shard auto_wrap" (a string) or a list; axolotl: a list.
-    std::string options;
-    if (in.has("fsdp")) {
-      const auto& node = in.node("fsdp");
-      if (node.IsSequence())
-        for (const auto& o : node) options += o.as<std::string>() + " ";
-      else
-        options = node.as<std::string>();
-    }
+  // TrainingArguments.fsdp: "full_shard auto_wrap" (a string), a list, or true; "" / [] / false is off,
+  // and then the Trainer ignores fsdp_config (which to_dict() writes with its defaults). axolotl: a
+  // list, or fsdp_config alone.
+  std::string options;
+  if (in.has("fsdp")) {
+    const auto& node = in.node("fsdp");
+    if (node.IsSequence())
+      for (const auto& o : node) options += o.as<std::string>() + " ";
+    else if (const std::string v = lower(node.as<std::string>()); v != "false")
+      options = v == "true" ? "full_shard" : v;
+  }
+  if (!options.empty() || (axolotl && in.has("fsdp_config") && !is_off(in.node("fsdp_config")))) {
     bool offload = options.find("offload") != std::string::npos;
     std::string strategy = options.find("shard_grad_op") != std::string::npos ? "shard_grad_op" : "full_shard";
     const std::string src = in.has("fsdp") ? in.where("fsdp") : in.where("fsdp_config");
@@ -607,6 +739,8 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
           strategy = v == "shard_grad_op" || v == "2" ? "shard_grad_op" : v == "no_shard" || v == "3" ? "no_shard" : strategy;
         else if (k == "reshard_after_forward" || k == "fsdp_reshard_after_forward")
           strategy = v == "false" ? "shard_grad_op" : strategy;
+        else if ((k == "xla" || k == "xla_fsdp_v2") && v == "true")
+          cfg.warnings.push_back(fmt::format("fsdp_config.{}: true ({}): not modelled: XLA's FSDP (TPUs)", k, name));
         else if (k == "fsdp_activation_checkpointing" || k == "activation_checkpointing") {
           if (v == "true") set("recompute", std::string("full"), fmt::format("fsdp_config.{}: true ({})", k, name));
         } else if (k != "fsdp_version" && k != "version" && k != "fsdp_state_dict_type" && k != "state_dict_type" &&
@@ -615,6 +749,8 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
                    k != "cpu_ram_efficient_loading" && k != "fsdp_use_orig_params" && k != "use_orig_params" &&
                    k != "fsdp_sync_module_states" && k != "sync_module_states" && k != "fsdp_backward_prefetch" &&
                    k != "backward_prefetch" && k != "fsdp_forward_prefetch" && k != "forward_prefetch" &&
+                   k != "min_num_params" && k != "fsdp_min_num_params" && k != "xla" && k != "xla_fsdp_v2" &&
+                   k != "xla_fsdp_grad_ckpt" && k != "xla_fsdp_settings" &&
                    k != "fsdp_limit_all_gathers" && k != "limit_all_gathers")
           return Error{ErrorKind::kConfig, "",
                        fmt::format("fsdp_config.{}: {} ({}:{}): unknown FSDP setting; actmem cannot tell whether it "

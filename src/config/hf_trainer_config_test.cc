@@ -1,6 +1,7 @@
-// axolotl and LLaMA-Factory example configs (tests/data/training/SOURCES.md) read into actmem's layout.
+// axolotl and LLaMA-Factory example configs (examples/README.md) read into actmem's layout.
 #include "config/training_config.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -146,12 +147,139 @@ TEST(HfTrainerConfig, LlamaFactoryDeepSpeedPath) {
   // The DeepSpeed config's own warnings come along (not its "auto" ones: the YAML gives those values).
   for (const auto& w : c->warnings) EXPECT_EQ(w.find("\"auto\" is filled in"), std::string::npos) << w;
   EXPECT_FALSE(c->warnings.empty());
-  // LoRA is modelled up to ZeRO-2: the library refuses this layout rather than guess.
+  // LoRA under ZeRO-3 is refused, saying why (the frozen base partitioned and gathered layer by layer,
+  // small parameters kept whole) and what to run instead (ZeRO-2: an upper bound for the weights).
   auto prepared = prepare(*c->model, s.workload);
   ASSERT_TRUE(prepared);
   auto r = explain(*prepared, s.layout);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("LoRA is modelled up to ZeRO-2"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().field, "zero_stage");
+  EXPECT_EQ(r.error().message.rfind("@zero_stage 3: LoRA under ZeRO-3 is not modelled: ZeRO-3 partitions the frozen "
+                                    "base", 0), 0u) << r.error().message;
+  EXPECT_NE(r.error().message.find("stage3_param_persistence_threshold"), std::string::npos);
+  EXPECT_NE(r.error().message.find("use @zero_stage 2"), std::string::npos);
+  // The suggested run works: the same job at ZeRO-2 over 8 GPUs.
+  s.layout.zero_stage = 2;
+  s.layout.parallel.dp = 8;
+  auto r2 = explain(*prepared, s.layout);
+  ASSERT_TRUE(r2) << r2.error().message;
+  EXPECT_EQ(r2->totals.gradients, 4 * lora_all_llama3_8b(8) / 8);  // fp32 adapter gradients over 8
+}
+
+// TrainingArguments.to_json_string() as tyronechen/genomenlp's docs publish it (examples/README.md):
+// every field of transformers ~4.26, most at their defaults. It names no model and no sequence length.
+TEST(HfTrainerConfig, TrainingArgumentsJson) {
+  const std::string file = kData + "hf_training_args_genomenlp.json";
+  auto c = load_training_config(file);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->format, "hf-trainer");
+  EXPECT_FALSE(c->model);
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.micro_batch, 16);
+  EXPECT_EQ(s.layout.recompute, Recompute::kNone);
+  EXPECT_EQ(s.workload.dtype, DType::kFP32);  // bf16 false, fp16 false
+  EXPECT_EQ(s.workload.weight_dtype, DType::kFP32);
+  EXPECT_EQ(s.workload.optimizer, Optimizer::kAdamW);
+  EXPECT_EQ(s.layout.zero_stage, 0);  // "fsdp": [], "deepspeed": null, "sharded_ddp": []
+  EXPECT_EQ(find(*c, "micro_batch")->source, "per_device_train_batch_size: 16 (" + file + ":9)");
+  EXPECT_EQ(find(*c, "optimizer")->source, "optim: adamw_hf (" + file + ":75)");
+  EXPECT_EQ(find(*c, "recompute")->source, "gradient_checkpointing: false (" + file + ":93)");
+  // Only the missing sequence length is warned: every other field is at a value with no memory effect.
+  EXPECT_EQ(warned(*c), std::vector<std::string>{file});
+  EXPECT_NE(c->warnings[0].find("TrainingArguments holds none"), std::string::npos) << c->warnings[0];
+  // GPT-2 small (124,439,808 parameters, HF num_parameters()): fp32 weights, fp32 gradients, AdamW's
+  // fp32 m and v: 4 + 4 + 8 bytes per parameter.
+  s.layout.seq_len = 512;
+  const Report r = report_of(load_model("gpt2").value(), s);
+  EXPECT_EQ(r.totals.weights, 4 * 124'439'808);
+  EXPECT_EQ(r.totals.gradients, 4 * 124'439'808);
+  EXPECT_EQ(r.totals.optimizer, 8 * 124'439'808);
+}
+
+// The newer to_dict() shape, written here by hand (not from a repository): deepspeed as a dict,
+// gradient_checkpointing_kwargs, fsdp "" beside the fsdp_config defaults, fused AdamW, max_seq_length
+// (TRL's SFTConfig), torch_compile.
+TEST(HfTrainerConfig, TrainingArgumentsJsonDeepSpeedDict) {
+  const std::string text = R"({
+  "output_dir": "out",
+  "per_device_train_batch_size": 4,
+  "gradient_accumulation_steps": 8,
+  "bf16": true,
+  "fp16": false,
+  "fsdp": "",
+  "fsdp_config": {"min_num_params": 0, "xla": false, "xla_fsdp_v2": false, "xla_fsdp_grad_ckpt": false},
+  "deepspeed": {"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"},
+                "train_micro_batch_size_per_gpu": "auto"},
+  "label_smoothing_factor": 0.0,
+  "optim": "adamw_torch_fused",
+  "adafactor": false,
+  "gradient_checkpointing": true,
+  "gradient_checkpointing_kwargs": {"use_reentrant": false},
+  "torch_compile": true,
+  "max_seq_length": 2048
+})";
+  auto c = read_hf_training_json(text, "args.json");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->format, "hf-trainer");
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.micro_batch, 4);
+  EXPECT_EQ(s.layout.seq_len, 2048);
+  EXPECT_EQ(s.workload.dtype, DType::kBF16);
+  EXPECT_EQ(s.workload.optimizer, Optimizer::kAdamW);
+  EXPECT_EQ(s.layout.recompute, Recompute::kFull);
+  EXPECT_EQ(s.layout.zero_stage, 2);  // from the deepspeed dict; fsdp "" is off
+  EXPECT_EQ(find(*c, "zero")->source,
+            "\"zero_optimization.stage\": 2 (args.json:9) via deepspeed: {zero_optimization: {stage: 2}, bf16: {enabled: "
+            "auto}, train_micro_batch_size_per_gpu: auto} (args.json:9)");
+  EXPECT_EQ(find(*c, "recompute")->source,
+            "gradient_checkpointing: true (args.json:14), gradient_checkpointing_kwargs: {use_reentrant: false} "
+            "(args.json:15): either way each layer keeps only its input");
+  EXPECT_EQ(find(*c, "micro_batch")->source, "per_device_train_batch_size: 4 (args.json:3)");  // not DeepSpeed's "auto"
+  // torch_compile: true, and the DeepSpeed reader's own "give --dp" (its "auto" values are the JSON's to fill).
+  EXPECT_EQ(warned(*c), (std::vector<std::string>{"torch_compile", "args.json"}));
+  EXPECT_NE(c->warnings[1].find("give --dp"), std::string::npos) << c->warnings[1];
+}
+
+TEST(HfTrainerConfig, TrainingArgumentsJsonRules) {
+  auto typo = read_hf_training_json(R"({"per_device_train_batch_size": 2, "gradient_checkpoint": true})", "t.json");
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error().message,
+            "gradient_checkpoint: true (t.json:1): unknown key \"gradient_checkpoint\" (did you mean "
+            "\"gradient_checkpointing\"?); actmem cannot tell whether it changes memory (remove it from the file, or "
+            "give the job as actmem flags)");
+  auto not_json = read_hf_training_json("{\"optim\": ", "n.json");
+  ASSERT_FALSE(not_json);
+  EXPECT_EQ(not_json.error().message, "n.json: not a JSON object of TrainingArguments");
+  auto shape = read_hf_training_json("{\"output_dir\": \"o\",\n \"fsdp\": [{\"a\": 1}]}", "s.json");
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.error().message.find("s.json:2: not JSON of the expected shape"), std::string::npos)
+      << shape.error().message;
+  // fsdp as a list with offload: FSDP full_shard = ZeRO-3 and the optimizer state on the CPU.
+  auto fsdp = read_hf_training_json(R"({"output_dir": "o", "fsdp": ["full_shard", "offload", "auto_wrap"]})", "f.json");
+  ASSERT_TRUE(fsdp) << fsdp.error().message;
+  EXPECT_EQ(std::get<int64_t>(find(*fsdp, "zero")->value), 3);
+  EXPECT_TRUE(std::get<bool>(find(*fsdp, "offload_optimizer")->value));
+  // adafactor: true sets optim (TrainingArguments.__post_init__); per_gpu_train_batch_size goes first.
+  auto old = read_hf_training_json(
+      R"({"per_device_train_batch_size": 8, "per_gpu_train_batch_size": 3, "optim": "adamw_hf", "adafactor": true})",
+      "o.json");
+  ASSERT_TRUE(old) << old.error().message;
+  EXPECT_EQ(std::get<std::string>(find(*old, "optimizer")->value), "adafactor");
+  EXPECT_EQ(std::get<int64_t>(find(*old, "micro_batch")->value), 3);
+  // Memory-relevant fields actmem does not model are warned when set, silent at their defaults.
+  auto smoothing = read_hf_training_json(R"({"output_dir": "o", "label_smoothing_factor": 0.1,
+    "auto_find_batch_size": false, "neftune_noise_alpha": null})", "l.json");
+  ASSERT_TRUE(smoothing) << smoothing.error().message;
+  std::vector<std::string> w = warned(*smoothing);
+  EXPECT_EQ(std::count(w.begin(), w.end(), "label_smoothing_factor"), 1);
+  EXPECT_EQ(std::count(w.begin(), w.end(), "auto_find_batch_size"), 0);
+  EXPECT_EQ(std::count(w.begin(), w.end(), "neftune_noise_alpha"), 0);
+  // A DeepSpeed config is still read as one.
+  auto ds = load_training_config(kData + "deepspeed_zero2_auto.json");
+  ASSERT_TRUE(ds) << ds.error().message;
+  EXPECT_EQ(ds->format, "deepspeed");
 }
 
 TEST(HfTrainerConfig, UnknownKeysAndModels) {

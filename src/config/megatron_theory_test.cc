@@ -16,7 +16,7 @@
 namespace actmem {
 namespace {
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/examples/";
 constexpr double kMiB = 1024.0 * 1024.0;
 
 struct Job {

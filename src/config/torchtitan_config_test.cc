@@ -1,4 +1,4 @@
-// torchtitan's own llama3 train_configs (tests/data/training/SOURCES.md) read into actmem's layout.
+// torchtitan's own llama3 train_configs (examples/README.md) read into actmem's layout.
 #include "config/training_config.h"
 
 #include <string>

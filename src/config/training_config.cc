@@ -18,7 +18,15 @@ Expected<TrainingConfig> load_training_config(const std::string& path) {
   if (ends_with(".toml")) return read_torchtitan_toml(text, path);
   if (ends_with(".yaml") || ends_with(".yml")) return read_hf_training_yaml(text, path);
   const auto first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') return read_deepspeed_config(text, path);
+  if (first != std::string::npos && text[first] == '{') {
+    // TrainingArguments' own fields; a DeepSpeed config has none of them at its top level.
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object())
+      for (const char* key : {"per_device_train_batch_size", "per_gpu_train_batch_size", "output_dir", "optim",
+                              "gradient_checkpointing", "learning_rate", "num_train_epochs", "model_name_or_path"})
+        if (j.contains(key)) return read_hf_training_json(text, path);
+    return read_deepspeed_config(text, path);
+  }
   if (first != std::string::npos && text[first] == '[') return read_torchtitan_toml(text, path);  // a TOML table
   return read_megatron_args(text, path);
 }

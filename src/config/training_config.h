@@ -58,8 +58,15 @@ Expected<TrainingConfig> read_torchtitan_toml(std::string_view text, const std::
 /// `name` is the file's path: a deepspeed path is looked up beside it too.
 Expected<TrainingConfig> read_hf_training_yaml(std::string_view text, const std::string& name);
 
+/// HF TrainingArguments as JSON: what TrainingArguments.to_dict() / to_json_string() writes (every
+/// field, most at their defaults) and what HfArgumentParser.parse_json_file reads. The same keys,
+/// rules and echo as read_hf_training_yaml; `deepspeed` may be a path or the config as a dict.
+/// TrainingArguments holds no model and no sequence length: give --model and --seq-len.
+Expected<TrainingConfig> read_hf_training_json(std::string_view json_text, const std::string& name);
+
 /// A config file by its extension and content: .toml (torchtitan), .yaml/.yml (axolotl, LLaMA-Factory),
-/// a JSON object (a DeepSpeed config), else a
+/// a JSON object (TrainingArguments when it has per_device_train_batch_size, output_dir, optim, ...;
+/// else a DeepSpeed config), else a
 /// Megatron-LM launch script or argument line.
 Expected<TrainingConfig> load_training_config(const std::string& path);
 

@@ -1,4 +1,4 @@
-// End-to-end: `actmem estimate --from FILE` with Megatron-LM launch scripts (tests/data/training).
+// End-to-end: `actmem estimate --from FILE` with Megatron-LM launch scripts (examples/).
 #include <cstdio>
 #include <string>
 
@@ -15,7 +15,7 @@ namespace {
 using actmem::testing_cli::Result;
 using actmem::testing_cli::run;
 
-const std::string kGpt3 = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/megatron_gpt3_175b.sh";
+const std::string kGpt3 = std::string(ACTMEM_SOURCE_DIR) + "/examples/megatron_gpt3_175b.sh";
 
 TEST(FromConfigCli, ReadsEchoesAndWarns) {
   Result r = run("estimate --from " + kGpt3 + " --json");

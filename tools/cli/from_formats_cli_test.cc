@@ -1,5 +1,5 @@
 // End-to-end: `actmem estimate --from FILE` for torchtitan TOML, axolotl / LLaMA-Factory YAML, and
-// Megatron-LM's own theoretical memory beside actmem's (tests/data/training).
+// Megatron-LM's own theoretical memory beside actmem's (examples/).
 #include <cstdio>
 #include <string>
 
@@ -13,7 +13,7 @@ namespace {
 using actmem::testing_cli::Result;
 using actmem::testing_cli::run;
 
-const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/training/";
+const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/examples/";
 
 TEST(FromFormatsCli, TorchtitanToml) {
   Result r = run("estimate --from " + kData + "torchtitan_llama3_70b.toml --dp 8 --json");

@@ -272,13 +272,13 @@ def test_generate_equals_the_cli():
         actmem.generate("llama-3-8b", prompt_len=16, new_tokens=1, context_len=8)
 
 
-TRAINING_FILES = [os.path.join(ROOT, "tests", "data", "training", f)
+TRAINING_FILES = [os.path.join(ROOT, "examples", f)
                   for f in ("megatron_gpt3_175b.sh", "megatron_llama3_8b.sh")]
 
 
 @pytest.mark.parametrize("name", ["deepspeed_zero3_offload.json", "deepspeed_zero2_auto.json"])
 def test_deepspeed_config_with_model_equals_cli(name):
-    path = os.path.join(ROOT, "tests", "data", "training", name)
+    path = os.path.join(ROOT, "examples", name)
     code, out, err = cli("estimate", "--from", path, "--model", "llama-3-8b", "--dp", "8", "--seq-len", "2048", "--json")
     assert code == 0, err
     got = actmem.estimate("llama-3-8b", from_config=path, dp=8, seq_len=2048)

@@ -11,7 +11,7 @@ import actmem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BINARY = os.environ.get("ACTMEM_BINARY", os.path.join(ROOT, "build", "actmem"))
-DATA = os.path.join(ROOT, "tests", "data", "training")
+DATA = os.path.join(ROOT, "examples")
 
 
 def cli(*args):
@@ -92,3 +92,15 @@ def test_fit_errors_match_the_cli():
     with pytest.raises(ValueError) as e:
         actmem.estimate("llama-3-8b", gpu_memory="lots")
     assert str(e.value).replace("gpu_memory", "--gpu-memory") == err.strip()[len("actmem: "):]
+
+
+def test_training_arguments_json_equals_cli():
+    # TrainingArguments.to_json_string() as tyronechen/genomenlp publishes it (examples/README.md): no
+    # model and no sequence length in it, so both come as keywords / flags.
+    path = os.path.join(DATA, "hf_training_args_genomenlp.json")
+    code, out, err = cli("estimate", "--from", path, "--model", "gpt2", "--seq-len", "512", "--json")
+    assert code == 0, err
+    got = actmem.estimate("gpt2", from_config=path, seq_len=512)
+    assert got == json.loads(out)
+    assert got["config"]["format"] == "hf-trainer"
+    assert got["inputs"]["micro_batch"] == 16
