@@ -56,6 +56,14 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
                  fmt::format("@hf_version {}: the transformers 4.44 rules are modeled for model_type gpt2, llama, "
                              "mistral and qwen2 only, not '{}'; use @hf_version 5 or 4.57",
                              kHfVersionNames.name(workload.hf_version), model.model_type)};
+  // @experts_impl picks transformers 5's experts backend; elsewhere a choice other than the default
+  // would be silently ignored (grouped_mm, the default, cannot be told apart from no choice).
+  if (workload.experts_impl != ExpertsImpl::kGroupedMm &&
+      (workload.framework != Framework::kHF || workload.hf_version != HfVersion::k5))
+    return Error{ErrorKind::kIncompatible, "experts_impl",
+                 fmt::format("@experts_impl {} applies to @framework hf with @hf_version 5 only (transformers 5's "
+                             "experts backends); drop it, or use @framework hf @hf_version 5",
+                             kExpertsImplNames.name(workload.experts_impl))};
   try {
     auto p = std::make_shared<detail::Prepared>();
     static std::atomic<uint64_t> next_id{1};

@@ -234,5 +234,18 @@ TEST(Engine, HfVersion444LossOverShiftedRows) {
   EXPECT_FALSE(kHfVersionNames.parse("4.3"));
 }
 
+// transformers 5's experts backends (integrations/moe.py) exist only under --hf-version 5: another
+// choice elsewhere is refused rather than ignored.
+TEST(Engine, ExpertsImplOnlyUnderTransformers5) {
+  const auto mixtral = load_model("mixtral-8x7b").value();
+  EXPECT_TRUE(prepare(mixtral, {.experts_impl = ExpertsImpl::kEager}));
+  auto old = prepare(mixtral, {.hf_version = HfVersion::k4_57, .experts_impl = ExpertsImpl::kEager});
+  ASSERT_FALSE(old);
+  EXPECT_EQ(old.error().field, "experts_impl");
+  auto meg = prepare(mixtral, {.framework = Framework::kMegatron, .experts_impl = ExpertsImpl::kBatchedMm});
+  ASSERT_FALSE(meg);
+  EXPECT_EQ(meg.error().field, "experts_impl");
+}
+
 }  // namespace
 }  // namespace actmem

@@ -200,11 +200,14 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
   if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
-  if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5)
+  if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5 && model.is_moe())
     notes.push_back(fmt::format(
         "hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): MoE experts "
         "as fused 3-D weights run by {} (experts_impl); everything else as the 4.57 rules",
         kExpertsImplNames.name(w.experts_impl)));
+  else if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5)
+    notes.push_back("hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): "
+                    "for a model without MoE experts the same saves as the 4.57 rules");
   else if (w.framework == Framework::kHF)
     notes.push_back(w.hf_version == HfVersion::k4_44
                         ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
