@@ -16,9 +16,7 @@ enable_input_require_grads() the embedding output requires grad and nothing here
 Tolerance 1 % per layer (the middle one) and in total. Ends with `N passed, M failed`.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -28,8 +26,6 @@ import torch  # noqa: E402
 import measure  # noqa: E402
 import models  # noqa: E402
 import run_validation  # noqa: E402
-
-TOLERANCE = 0.01
 
 
 def measure_frozen(cfg, run):
@@ -77,25 +73,15 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         for c in CASES:
             m = measure_frozen(c["model"], c["run"])
-            path = os.path.join(workdir, c["name"] + ".json")
-            with open(path, "w") as f:
-                json.dump(run_validation.hf_config(c["model"], c["run"]), f)
-            cli = run_validation.cli_args(args.actmem, path, c["run"], extra=["--freeze-embeddings"])
-            proc = subprocess.run(cli, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{c['name']}: {' '.join(cli)}\n{proc.stderr.strip()}")
+            a, error = run_validation.call_actmem(args.actmem, c["name"], c["model"], c["run"], workdir,
+                                                  extra=["--freeze-embeddings"])
+            if error:
+                print(f"{c['name']}: {error}")
                 failed += 1
                 continue
-            a = json.loads(proc.stdout)["activations"]
-            e_layer = (a["per_layer_bytes"] - m.per_layer_bytes) / m.per_layer_bytes
-            e_total = (a["total_bytes"] - m.total_bytes) / m.total_bytes
-            ok = abs(e_layer) <= TOLERANCE and abs(e_total) <= TOLERANCE
+            ok = run_validation.layer_and_total_row(c["name"], 28, m, a)
             passed += ok
             failed += not ok
-            print(f"{c['name']:<28}{m.per_layer_bytes:>11}{a['per_layer_bytes']:>11}{100 * e_layer:>+7.2f}"
-                  f"{m.total_bytes:>12}{a['total_bytes']:>12}{100 * e_total:>+7.2f}  {'ok' if ok else 'FAIL'}")
-            if not ok:
-                print("   measured by region:", m.region_bytes)
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 

@@ -651,6 +651,24 @@ def run_cli(actmem, c, workdir):
     return call_actmem(actmem, c["name"], c["model"], c["run"], workdir, par=c["par"], check=check)
 
 
+def layer_and_total_row(name, width, m, activations):
+    """Prints one row, a measure.Measurement against actmem's activations (per layer, total), and
+    returns whether both lie within TOLERANCE (a figure measured as zero must be estimated as zero).
+    For the runners of one switch each (freeze_validation.py, frozen_layers_validation.py)."""
+
+    def err(est, meas):
+        return (est - meas) / meas if meas else float(est != 0)
+
+    est_layer, est_total = activations["per_layer_bytes"], activations["total_bytes"]
+    e_layer, e_total = err(est_layer, m.per_layer_bytes), err(est_total, m.total_bytes)
+    ok = abs(e_layer) <= TOLERANCE and abs(e_total) <= TOLERANCE
+    print(f"{name:<{width}}{m.per_layer_bytes:>11}{est_layer:>11}{100 * e_layer:>+7.2f}"
+          f"{m.total_bytes:>12}{est_total:>12}{100 * e_total:>+7.2f}  {'ok' if ok else 'FAIL'}")
+    if not ok:
+        print("   measured by region:", m.region_bytes)
+    return ok
+
+
 # ---------------------------------------------------------------------------------------------
 # reporting
 
