@@ -82,21 +82,21 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--hf-version", f.hf_version, "with --framework hf: transformers code layout, 5, 4.57 or 4.44")
       ->capture_default_str();
   cmd->add_option("--experts-impl", f.experts_impl,
-                  "with --hf-version 5: how MoE experts run, grouped_mm, eager or batched_mm")
+                  "with --hf-version 5: MoE experts: grouped_mm, eager or batched_mm")
       ->capture_default_str();
   cmd->add_option("--transformer-impl", f.transformer_impl,
-                  "with --framework megatron: local (default) or transformer_engine (TE layer spec)");
-  cmd->add_option("--fp8", f.fp8, "with --transformer-impl transformer_engine: delayed or tensorwise fp8 recipe");
+                  "with --framework megatron: local (default) or transformer_engine (TE)");
+  cmd->add_option("--fp8", f.fp8, "TE fp8 recipe (with --transformer-impl): delayed or tensorwise");
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
   cmd->add_option("--recompute-modules", f.recompute_modules,
-                  "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp");
+                  "megatron, --recompute selective: core_attn (default), layernorm, mlp");
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
   cmd->add_option("--checkpoint-every", f.checkpoint_every, "with --recompute full: keep a checkpoint every k layers");
   cmd->add_option("--selective-ac-option", f.selective_ac_option,
-                  "with --framework torchtitan --recompute selective: op (per-op SAC) or N (every N-th block)")
+                  "torchtitan, --recompute selective: op (per-op SAC) or N (N-th blocks)")
       ->capture_default_str();
   cmd->add_option("--hidden-dropout", f.hidden_dropout, "hidden dropout p (default: from config.json)");
   cmd->add_option("--attention-dropout", f.attention_dropout, "attention dropout p (default: from config.json)");
@@ -105,7 +105,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--optimizer", f.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
   cmd->add_option("--zero", f.zero, "ZeRO stage 0-3 over --dp (FSDP full shard = 3)")->capture_default_str();
   cmd->add_flag("--offload-optimizer", f.offload_optimizer, "optimizer state and fp32 master in CPU memory");
-  cmd->add_option("--precision", f.precision, "mixed (fp32 master + fp32 state) or pure (none; state in the weight dtype)")
+  cmd->add_option("--precision", f.precision, "mixed (fp32 master + fp32 state) or pure (no master; weight dtype)")
       ->capture_default_str();
   cmd->add_flag("--optimizer-in-backward", f.optimizer_in_backward, "step each parameter in backward, freeing its gradient");
   cmd->add_option("--lora-rank", f.lora_rank, "LoRA rank r (0 = full fine-tuning)")->capture_default_str();
@@ -119,10 +119,10 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
   cmd->add_option("--frozen-layers", f.frozen_layers, "the first N decoder layers frozen (requires_grad False)");
   cmd->add_option("--grad-accum", f.grad_accum, "gradient accumulation: micro-batches per optimizer step (no pipeline)");
-  cmd->add_option("--head", f.head, "encoders (bert, roberta): mlm, classifier[:N] or none (default: architectures)");
+  cmd->add_option("--head", f.head, "bert/roberta head: mlm, classifier[:N], none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
-                "saved activations in CPU memory, as torchtune's enable_activation_offloading");
-  cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N = 8) or fused-linear-ce (Liger)");
+                "saved activations in CPU memory (torchtune activation offloading)");
+  cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N=8), fused-linear-ce (Liger)");
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
   cmd->add_flag("--sp", f.parallel.sp, "sequence parallelism (with --tp)");
@@ -132,14 +132,14 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--ep", f.parallel.ep, "expert-parallel size")->capture_default_str();
   cmd->add_option("--num-micro-batches", f.parallel.num_micro_batches, "micro-batches per pipeline flush");
   cmd->add_option("--first-stage-layers", f.parallel.first_stage_layers,
-                  "uneven pipeline: layers on the first stage (Megatron --decoder-first-pipeline-num-layers)");
+                  "uneven pipeline: layers on the first stage (Megatron's\n--decoder-first-pipeline-num-layers)");
   cmd->add_option("--last-stage-layers", f.parallel.last_stage_layers,
-                  "uneven pipeline: layers on the last stage (Megatron --decoder-last-pipeline-num-layers)");
+                  "uneven pipeline: layers on the last stage (Megatron's\n--decoder-last-pipeline-num-layers)");
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
   add_fit_flags(cmd, f.fit);
-  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument line, a DeepSpeed JSON, a torchtitan "
-                  "TOML, an axolotl / LLaMA-Factory YAML");
+  cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument\n"
+                  "line, a DeepSpeed JSON, a torchtitan TOML, an axolotl or LLaMA-Factory\nYAML");
   f.command = cmd;
 }
 

@@ -58,14 +58,14 @@ std::string render_changes(const std::vector<Change>& changes, bool has_speeds) 
 }  // namespace
 
 void add_fit_flags(CLI::App* cmd, FitFlags& f) {
-  cmd->add_option("--gpu", f.gpu, "GPU from the catalog (e.g. h100-80gb): capacity, allowances, fit verdict");
+  cmd->add_option("--gpu", f.gpu, "catalog GPU (e.g. h100-80gb): capacity, allowances, fit verdict");
   cmd->add_option("--gpu-memory", f.gpu_memory, "per-GPU capacity, e.g. 80GiB (overrides the catalog's)");
   cmd->add_option("--cuda-context", f.cuda_context, "CUDA context allowance (default 512MiB)");
   cmd->add_option("--nccl-per-group", f.nccl_per_group, "NCCL buffers per communicator (default 256MiB)");
   cmd->add_option("--fragmentation", f.fragmentation, "allocator fragmentation, fraction of the peak (default 0.05)");
   cmd->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per node (NVLink domain)")->capture_default_str();
   cmd->add_option("--inter-node-bandwidth", f.inter_node_gbps,
-                  "GB/s per GPU, one direction, between nodes (default 50: 8x400 Gb/s per 8-GPU node)");
+                  "GB/s per GPU, one direction, between nodes\n(default 50: 8x400 Gb/s per 8-GPU node)");
   cmd->add_option("--compute-efficiency", f.compute_efficiency, "fraction of the bf16 peak reached (default 0.55)");
   cmd->add_option("--collective-efficiency", f.collective_efficiency,
                   "fraction of link bandwidth NCCL reaches (default 0.8)");

@@ -73,7 +73,7 @@ std::function<int()> add_serve_command(CLI::App& app) {
   sub->add_option("--weight-dtype", flags->request.weight_dtype, "Linear-layer weights: auto, bf16, fp16, fp8, int8, int4")
       ->capture_default_str();
   sub->add_option("--quant-group-size", flags->request.quant_group_size,
-                  "Input columns per scale (int4/int8 default 128; 0 = per output row; fp8 default per tensor)");
+                  "Input columns per scale (int4/int8 default 128; 0 = per output row;\nfp8 default per tensor)");
   sub->add_option("--quant-scale-dtype", flags->request.quant_scale_dtype, "Scale dtype: auto (fp16; fp32 for fp8), fp16, bf16, fp32")
       ->capture_default_str();
   sub->add_flag("--quant-zero-point", flags->request.quant_zero_point, "Asymmetric quantization: count zero points");
@@ -84,7 +84,7 @@ std::function<int()> add_serve_command(CLI::App& app) {
   sub->add_option("--prefill-chunk", flags->request.prefill_chunk, "Tokens per forward pass (0 = a whole context)")
       ->capture_default_str();
   flags->attention = sub->add_option("--attention", flags->request.attention,
-                                     "flash or eager (eager keeps the score matrix); --generate: eager, sdpa (default) or flash")
+                                     "flash or eager (eager keeps the score matrix);\n--generate: eager, sdpa (default) or flash")
                          ->capture_default_str();
   sub->add_option("--activation-peak", flags->request.activation_peak, "Measured activation peak, e.g. 9.37GiB (replaces the model)");
   sub->add_option("--non-torch-memory", flags->request.non_torch_memory, "Measured non-torch memory, e.g. 0.10GiB (default 512MiB)");
