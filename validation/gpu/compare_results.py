@@ -16,6 +16,8 @@ config measure_hf.py recorded, so a case is recomputed with today's build) and c
   peak       the step's max_memory_allocated above the weights is at most actmem's gradients +
              activations + transients, times 1 + PEAK_TOL (2 %) + PEAK_SLACK (1 MiB): actmem's peak
              is meant as an upper bound (all gradients and all activations at once)
+  gradients  the memory left allocated after backward (the gradients, activations freed) against
+             memory.gradients_bytes within GRAD_TOL (1 %) + GRAD_SLACK (1 MiB)
   params     the model's parameter count equals params.total
 
 Exit status 1 when a check fails or actmem refuses a recorded command line. A results file of
@@ -35,6 +37,7 @@ FORMAT = 1  # results file layout (measure_hf.py writes it)
 HOOKS_TOL = 0.01
 FORWARD_TOL, FORWARD_SLACK = 0.01, 256 * 1024
 PEAK_TOL, PEAK_SLACK = 0.02, 1 << 20
+GRAD_TOL, GRAD_SLACK = 0.01, 1 << 20
 
 
 def actmem_version(actmem):
@@ -100,6 +103,10 @@ def check_case(record, figures):
         checks.append(("peak", peak <= bound * (1 + PEAK_TOL) + PEAK_SLACK,
                        f"step peak above weights {peak} B, actmem gradients + activations + transients {bound} B "
                        f"({100 * _rel(bound, peak):+.2f} %; must not be exceeded by more than {100 * PEAK_TOL:g} % + 1 MiB)"))  # fmt: skip
+        grads, est_grads = cuda["after_backward_delta_bytes"], figures["gradients_bytes"]
+        checks.append(("gradients", abs(est_grads - grads) <= GRAD_TOL * grads + GRAD_SLACK,
+                       f"allocated after backward {grads} B, actmem gradients {est_grads} B "
+                       f"({100 * _rel(est_grads, grads):+.2f} %, tolerance ±{100 * GRAD_TOL:g} % + 1 MiB)"))  # fmt: skip
     if "params" in measured:
         checks.append(("params", figures["params"] == measured["params"],
                        f"model {measured['params']} parameters, actmem {figures['params']}"))  # fmt: skip

@@ -12,8 +12,8 @@ BERT classifier. Then:
     holds actmem to within 1 %, so the measured side and actmem's side must agree here too;
   * check_case fails a per-layer or total figure 3 % off and passes one 0.5 % off; fails a CUDA
     forward figure 3 % off and passes one within 1 % + 256 KiB; fails a step peak 5 % above
-    actmem's bound and passes one below it; fails a parameter count one off; leaves the hooks of a
-    recomputed case alone;
+    actmem's bound and passes one below it; fails gradients 5 % off; fails a parameter count one
+    off; leaves the hooks of a recomputed case alone;
   * a case recorded with an error is listed and not counted, a command line actmem refuses fails,
     a file of another format fails, and an empty results folder says "no GPU results committed".
 """
@@ -104,15 +104,17 @@ def main():
 
         bound = figures["gradients_bytes"] + figures["total_bytes"] + figures["transient_bytes"]
 
-        def cuda(forward, peak):
+        def cuda(forward, peak, grads=figures["gradients_bytes"]):
             return lambda r: r["measured"].__setitem__("cuda", {"before_bytes": 0, "forward_delta_bytes": forward,
-                                                                 "peak_delta_bytes": peak, "after_backward_delta_bytes": 0})  # fmt: skip
+                                                                 "peak_delta_bytes": peak, "after_backward_delta_bytes": grads})  # fmt: skip
 
         total = figures["total_bytes"]
         t.expect("CUDA forward within 1 % + 256 KiB passes, peak under the bound passes",
                  perturbed(cuda(total + 200 * 1024, int(bound * 0.9))) == set())
         t.expect("CUDA forward 3 % above actmem fails 'forward'", perturbed(cuda(round(total * 1.03) + 300 * 1024, bound)) == {"forward"})
         t.expect("step peak 5 % above actmem's bound fails 'peak'", perturbed(cuda(total, round(bound * 1.05) + (2 << 20))) == {"peak"})
+        t.expect("gradients left after backward 5 % above actmem fails 'gradients'",
+                 perturbed(cuda(total, bound, round(figures["gradients_bytes"] * 1.05) + (2 << 20))) == {"gradients"})
         t.expect("a parameter count one off fails 'params'",
                  perturbed(lambda r: r["measured"].__setitem__("params", figures["params"] + 1)) == {"params"})
         t.expect("the right parameter count passes",
