@@ -334,8 +334,11 @@ def build_hf(case: Case, config_dict, device):
     import torch
     import transformers
 
-    kwargs = {k: v for k, v in config_dict.items() if k not in ("torch_dtype", "dtype")}
-    config = transformers.AutoConfig.for_model(**kwargs)
+    kwargs = {k: v for k, v in config_dict.items() if k not in ("torch_dtype", "dtype", "model_type")}
+    if hasattr(transformers.AutoConfig, "for_model"):
+        config = transformers.AutoConfig.for_model(config_dict["model_type"], **kwargs)
+    else:
+        config = transformers.CONFIG_MAPPING[config_dict["model_type"]](**kwargs)
     extra = {"attn_implementation": case.attn}
     if case.family in MOE_FAMILIES:
         extra["experts_implementation"] = case.experts_impl
@@ -384,14 +387,18 @@ def run_case_hf(case: Case, device):
         del out  # the caller drops the logits before backward (as HF's Trainer does)
         return loss
 
-    measured = measure_step(model, forward, lambda: region[0], device, len(layers),
-                            use_hooks=case.recompute == "none", warmup=True)  # fmt: skip
+    try:
+        measured = measure_step(model, forward, lambda: region[0], device, len(layers),
+                                use_hooks=case.recompute == "none", warmup=True)  # fmt: skip
+    except RuntimeError as e:  # e.g. a torch.func transform inside that refuses saved-tensor hooks
+        if case.recompute != "none" or "hook" not in str(e):
+            raise
+        model.zero_grad(set_to_none=True)
+        measured = measure_step(model, forward, lambda: region[0], device, len(layers), use_hooks=False, warmup=True)
+        measured["hooks_error"] = f"{type(e).__name__}: {e}"[:1000]  # CUDA figures only
     for h in handles:
         h.remove()
-    del model
-    gc.collect()
-    torch.cuda.empty_cache()
-    return config, effective, measured
+    return config, effective, measured  # the model goes with this frame; main() collects and empties the cache
 
 
 def run_case_reference(case: Case, device):
@@ -594,12 +601,13 @@ def main():
             except Exception as e:  # unsupported attention for a class, an OOM, a kernel that refuses a shape: record, go on
                 record["error"] = f"{type(e).__name__}: {e}"[:2000]
                 print(f"{case.name:34s} error: {record['error'][:300]}")
-                if device.type == "cuda":
-                    gc.collect()
-                    torch.cuda.empty_cache()
                 results["cases"].append(record)
                 write()
                 continue
+            finally:
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
             if actmem:
                 record["actmem"] = compare_results.actmem_figures(actmem, record["hf_config"], record["actmem_args"], workdir)
             record["wall_s"] = round(time.time() - t0, 2)
