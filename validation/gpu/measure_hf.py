@@ -470,6 +470,19 @@ def case_header(case: Case):
     }  # fmt: skip
 
 
+def mismatch(case: Case, effective):
+    """What transformers ran that the case did not ask for (a silent fallback), or None: actmem's
+    figures for the case would then describe another run."""
+    wrong = []
+    if effective.get("attn_implementation") not in (case.attn, ATTN_FOR_ACTMEM[case.attn]):
+        wrong.append(f"attn_implementation {effective.get('attn_implementation')!r} for {case.attn!r}")
+    if case.family in MOE_FAMILIES and effective.get("experts_implementation") != case.experts_impl:
+        wrong.append(f"experts_implementation {effective.get('experts_implementation')!r} for {case.experts_impl!r}")
+    if effective.get("gradient_checkpointing") != (case.recompute == "full"):
+        wrong.append(f"gradient checkpointing {effective.get('gradient_checkpointing')} for recompute {case.recompute}")
+    return "transformers ran " + "; ".join(wrong) if wrong else None
+
+
 class _Timeout(Exception):
     pass
 
@@ -608,6 +621,9 @@ def main():
                 gc.collect()
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
+            if mismatch(case, record["effective"]):  # measured, but not what the case asked for: not compared
+                record["error"] = mismatch(case, record["effective"])
+                print(f"{case.name:34s} error: {record['error']}")
             if actmem:
                 record["actmem"] = compare_results.actmem_figures(actmem, record["hf_config"], record["actmem_args"], workdir)
             record["wall_s"] = round(time.time() - t0, 2)
