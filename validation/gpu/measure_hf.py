@@ -33,7 +33,8 @@ experts implementations, dropout, then larger models.
 --dry-run lists the cases, the HF calls and the actmem command lines without CUDA or transformers;
 with --actmem it runs every actmem command and fails when one is refused (ctest gpu_cases_dry_run).
 --reference runs the same measurement code on validation/models.py's reference models on the CPU
-(recompute none only): the input of compare_results' self-test (test_compare_results.py).
+(recompute none only): the input of compare_results' self-test (test_compare_results.py), which
+also runs the HF path with --device cpu and stand_in/transformers in place of transformers.
 """
 import argparse
 import contextlib
@@ -424,7 +425,7 @@ def run_case_reference(case: Case, device):
 # environment and results
 
 
-def environment(reference, actmem):
+def environment(reference, actmem, device):
     import torch
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "source": "reference" if reference else "hf"}
@@ -432,6 +433,7 @@ def environment(reference, actmem):
         import transformers
 
         env["transformers"] = transformers.__version__
+    if device.type == "cuda":
         env["cuda"] = torch.version.cuda
         env["cudnn"] = torch.backends.cudnn.version()
         props = torch.cuda.get_device_properties(0)
@@ -443,7 +445,7 @@ def environment(reference, actmem):
         except (OSError, subprocess.TimeoutExpired):
             env["driver"] = None
     else:
-        env["gpu"] = {"name": "cpu"}
+        env["gpu"] = {"name": "cpu"}  # --reference, or --device cpu (hooks only)
     env["flash_attn"] = None
     if importlib.util.find_spec("flash_attn") is not None:
         try:
@@ -541,6 +543,7 @@ def main():
     parser.add_argument("--reference", action="store_true",
                         help="CPU: measure validation/models.py's reference models (recompute none only)")
     parser.add_argument("--seq-len", type=int, help="override every case's sequence length (reference self-test)")
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu: hooks only, no CUDA figures (self-test)")
     args = parser.parse_args()
 
     cases = [c for c in build_cases() if args.filter in c.name and (not args.case or c.name in args.case)]
@@ -562,16 +565,17 @@ def main():
         cases = [c for c in cases if c not in skipped]
         skip_reasons = {c.name: "reference path: recompute none and models.py families only" for c in skipped}
     else:
-        if not torch.cuda.is_available():
+        device = torch.device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
             print("needs a CUDA GPU (use --dry-run or --reference on a CPU)", file=sys.stderr)
             return 2
-        device = torch.device("cuda")
-        torch.backends.cuda.matmul.allow_tf32 = False
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
         skip_reasons = {}
     actmem = args.actmem if args.actmem and compare_results.actmem_version(args.actmem) else None
     if args.actmem and not actmem:
         print(f"note: {args.actmem} does not run here; compare_results.py computes actmem's figures later")
-    env = environment(args.reference, actmem)
+    env = environment(args.reference, actmem, device)
     if not args.reference and env["flash_attn"] is None:
         for c in cases:
             if c.attn == "flash_attention_2":

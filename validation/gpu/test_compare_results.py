@@ -15,7 +15,10 @@ BERT classifier. Then:
     actmem's bound and passes one below it; fails gradients 5 % off; fails a parameter count one
     off; leaves the hooks of a recomputed case alone;
   * a case recorded with an error is listed and not counted, a command line actmem refuses fails,
-    a file of another format fails, and an empty results folder says "no GPU results committed".
+    a file of another format fails, and an empty results folder says "no GPU results committed";
+  * the script's HF path (model build, layer hooks for the regions, the flash_attn skip, an error
+    case, full recomputation without hooks, the time guard) runs on the CPU with stand_in/transformers
+    (validation/models.py's Llama and Mixtral behind transformers' calls) and its results pass too.
 """
 import argparse
 import contextlib
@@ -144,6 +147,40 @@ def main():
             json.dump(broken, f)
         rc, text = run_main(["--actmem", args.actmem, path])
         t.expect("a results file of another format fails", rc == 1 and "results format" in text)
+        # the HF path itself (build_hf, layer hooks, skips, errors, time guard, results file), with
+        # stand_in/transformers in place of transformers, on the CPU
+        hf_dir = os.path.join(d, "hf")
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "stand_in"))
+        hf_cases = ["llama-sdpa", "llama-eager", "llama-flash", "mixtral-sdpa", "llama-sdpa-full", "gpt2-sdpa"]
+        cmd = [sys.executable, os.path.join(HERE, "measure_hf.py"), "--device", "cpu", "--out", hf_dir, "--seq-len", "32",
+               "--actmem", args.actmem] + [x for c in hf_cases for x in ("--case", c)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        print(proc.stdout, proc.stderr, sep="")
+        hf_files = glob.glob(os.path.join(hf_dir, "*.json"))
+        t.expect("measure_hf.py's HF path ran with the stand-in", proc.returncode == 0 and len(hf_files) == 1)
+        if hf_files:
+            with open(hf_files[0]) as f:
+                hf = json.load(f)
+            by_name = {r["case"]: r for r in hf["cases"]}
+            t.expect("flash_attention_2 skipped without flash_attn, and said so",
+                     [x["case"] for x in hf["skipped"]] == ["llama-flash"] and "flash_attn" in hf["skipped"][0]["why"])
+            t.expect("a model transformers cannot build is recorded as an error", "error" in by_name.get("gpt2-sdpa", {}))
+            full = by_name.get("llama-sdpa-full", {})
+            t.expect("full recomputation: checkpointing on, no hooks (checkpoints hide their inputs)",
+                     full.get("effective", {}).get("gradient_checkpointing") is True and "hooks" not in full.get("measured", {"hooks": 1}))
+            sdpa = by_name.get("llama-sdpa", {})
+            t.expect("layer hooks mark the regions: 3 layers, embedding and head",
+                     {"layer 0", "layer 1", "layer 2", "embedding", "head"} <= set(sdpa.get("measured", {}).get("hooks", {}).get("regions", {})))
+            rc, text = run_main(["--actmem", args.actmem, hf_files[0]])
+            print(text)
+            t.expect("compare_results passes on the stand-in HF results", rc == 0 and "4 passed, 0 failed" in text)
+        proc = subprocess.run(cmd + ["--budget-s", "0"], capture_output=True, text=True, timeout=600, env=env)
+        newest = max(glob.glob(os.path.join(hf_dir, "*.json")), key=os.path.getmtime)
+        with open(newest) as f:
+            guarded = json.load(f)
+        t.expect("time guard 0 s: no case started, every one listed as not run",
+                 proc.returncode == 0 and guarded["cases"] == [] and len(guarded["not_run"]) == len(hf_cases) - 1)
+
         empty = os.path.join(d, "empty")
         os.makedirs(empty)
         rc, text = run_main(["--actmem", args.actmem, "--results-dir", empty])
