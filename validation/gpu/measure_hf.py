@@ -357,7 +357,8 @@ def build_hf(case: Case, config_dict, device):
         "model_class": type(model).__name__,
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "experts_implementation": getattr(model.config, "_experts_implementation", None),
-        "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
+        "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", None)
+                                       or any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())),
         "dtype": str(next(model.parameters()).dtype)[6:],
     }
     return model, effective
