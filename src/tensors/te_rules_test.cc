@@ -69,7 +69,11 @@ TEST(MegatronTe, Fp8DelayedKeepsColumnwiseFp8InputsAndScales) {
   // the attention out a·d (+4; FusedAttention still keeps the bf16 out); fc2's input 2f -> f (+4).
   const int64_t fp8 = kTePerToken - 2 * 4096 + 4096 - 14336;
   EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed))), fp8 * kT + 16 + 4 * 4);  // 495,484,960
-  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), 495'484'960);  // same bytes: per-tensor scaling
+  // tensorwise: Megatron sets save_original_input on linear_proj for recipes other than delayed
+  // (attention.py l.428-444; TE linear.py l.597-598): it keeps the bf16 attention out, which
+  // FusedAttention keeps already, so the proj fp8 copy a·d (+4 B) of delayed is not there.
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), (fp8 - 4096) * kT + 16 + 3 * 4);  // 478,707,740
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), 478'707'740);
   // --activation-func-fp8-input-store: the SwiGLU input [gate|up] as float8_e4m3fn, 2f instead of 4f.
   EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed, kRecomputeCoreAttn, true))), (fp8 - 28672) * kT + 32);
 }
