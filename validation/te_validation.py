@@ -57,6 +57,7 @@ from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
+import parallel_models  # noqa: E402
 import run_validation  # noqa: E402
 from emulated_ops import BiasGeLUFn, SwiGLUFn, _attention_math, _rotate_half, dropout  # noqa: E402
 
@@ -82,6 +83,13 @@ def fp8_columnwise(x2d):
         data = (x2d.t().float() * scale).round().clamp(-127, 127).to(torch.int8).view(torch.uint8).contiguous()
         scale_inv = (1.0 / scale).reshape(1)
     return data, scale_inv
+
+
+def fp8_rowwise(x2d):
+    """Float8Tensor with only its rowwise usage (the layout it is all-gathered in under sequence
+    parallelism): the (N, in) data, 1 byte per element, and _scale_inv, one fp32 element."""
+    data, scale_inv = fp8_columnwise(x2d)
+    return data.t().contiguous(), scale_inv
 
 
 def _norm(x2d, w, b, eps, rms):
@@ -112,45 +120,65 @@ def _grads(fn, inputs, grad):
 
 class TELayerNormLinearFn(torch.autograd.Function):
     """_LayerNormLinear: saves inputmat (the caller's storage), ln_out (bf16, or fp8 columnwise +
-    scale_inv), mu (LayerNorm only), fp32 rsigma (N,); weights are parameters."""
+    scale_inv), mu (LayerNorm only), fp32 rsigma (N,); weights are parameters.
+
+    Sequence parallel (`gather` = t > 1: column-parallel with sequence_parallel, l.174
+    with_input_all_gather): the norm runs on the rank's s/t rows, ln_out is all-gathered into
+    ln_out_total for the GEMM and ln_out_total is freed after it (l.430-435, clear_tensor_data);
+    ln_out, the local s/t shard, is what is saved (l.466-536), and backward gathers it again
+    (ctx.ln_out_needs_gather). Under fp8 the quantizer drops columnwise usage before the gather
+    (l.230-232: Float8Quantizer / Float8CurrentScalingQuantizer supports_only_rowwise_all_gather)
+    and ln_out keeps its rowwise data (l.478-487: update_usage(rowwise_usage=False) only when no
+    gather is needed): the local (N/t, h) fp8 data + scale_inv."""
 
     @staticmethod
-    def forward(ctx, inp, ln_w, ln_b, weight, bias, eps, rms, fp8):
+    def forward(ctx, inp, ln_w, ln_b, weight, bias, eps, rms, fp8, gather):
         h = inp.shape[-1]
         inputmat = inp.view(-1, h).detach()  # the same storage (a no-grad view cannot be saved in 1.13)
         with torch.no_grad():
             ln_out, mu, rsigma = _norm(inputmat, ln_w, ln_b, eps, rms)
-            out = F.linear(ln_out, weight, bias)
-        ln_save = fp8_columnwise(ln_out) if fp8 else (ln_out,)
-        ctx.eps, ctx.rms, ctx.shape = eps, rms, inp.shape
+            ln_out_total = torch.cat([ln_out] * gather) if gather > 1 else ln_out  # the other ranks' rows
+            out = F.linear(ln_out_total, weight, bias)
+            del ln_out_total  # clear_tensor_data(ln_out_total): not saved
+        if fp8:
+            ln_save = fp8_rowwise(ln_out) if gather > 1 else fp8_columnwise(ln_out)
+        else:
+            ln_save = (ln_out,)
+        ctx.eps, ctx.rms, ctx.shape, ctx.gather = eps, rms, inp.shape, gather
         # the weights (parameters, not counted) are held as attributes here
         ctx.params = (ln_w, ln_b, weight, bias)
         ctx.save_for_backward(inputmat, *ln_save, mu, rsigma)
-        return out.view(*inp.shape[:-1], weight.shape[0])
+        return out.view(inp.shape[0] * gather, *inp.shape[1:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad):
         inputmat = ctx.saved_tensors[0]
         ln_w, ln_b, weight, bias = ctx.params
+        gather = ctx.gather
 
         def fn(x, lw, lb, w, b):
-            return F.linear(_norm(x, lw, lb, ctx.eps, ctx.rms)[0], w, b)
+            y = _norm(x, lw, lb, ctx.eps, ctx.rms)[0]
+            return F.linear(torch.cat([y] * gather) if gather > 1 else y, w, b)  # reduce-scatter in backward
 
         gx, glw, glb, gw, gb = _grads(fn, (inputmat, ln_w, ln_b, weight, bias), grad.reshape(-1, weight.shape[0]))
-        return gx.view(ctx.shape), glw, glb, gw, gb, None, None, None
+        return gx.view(ctx.shape), glw, glb, gw, gb, None, None, None, None
 
 
 class TELinearFn(torch.autograd.Function):
     """_Linear: saves inputmat = inp.view(-1, in) (the caller's storage), or under fp8 the
-    columnwise fp8 copy + scale_inv."""
+    columnwise fp8 copy + scale_inv. `save_original` (Megatron attention.py l.428-444:
+    set_save_original_input(linear_proj) for fp8 recipes other than delayed): under fp8 the
+    original high-precision input is saved instead (linear.py l.597-598, inputmat = inp), the
+    FusedAttention output that attention saves already."""
 
     @staticmethod
-    def forward(ctx, inp, weight, bias, fp8):
+    def forward(ctx, inp, weight, bias, fp8, save_original):
         inputmat = inp.reshape(-1, inp.shape[-1]).detach()  # the caller's storage when contiguous
         with torch.no_grad():
             out = F.linear(inputmat, weight, bias)
-        ctx.fp8, ctx.shape, ctx.params = fp8, inp.shape, (weight, bias)
-        if fp8:
+        quantized = fp8 and not save_original
+        ctx.fp8, ctx.shape, ctx.params = quantized, inp.shape, (weight, bias)
+        if quantized:
             ctx.save_for_backward(*fp8_columnwise(inputmat))
             ctx.inp = inputmat.detach()  # held for the exact backward only (not a saved tensor of TE)
         else:
@@ -162,7 +190,7 @@ class TELinearFn(torch.autograd.Function):
         weight, bias = ctx.params
         x = ctx.inp if ctx.fp8 else ctx.saved_tensors[0]
         gx, gw, gb = _grads(lambda a, w, b: F.linear(a, w, b), (x, weight, bias), grad.reshape(-1, weight.shape[0]))
-        return gx.view(ctx.shape), gw, gb, None
+        return gx.view(ctx.shape), gw, gb, None, None
 
 
 class TEFusedRoPEFn(torch.autograd.Function):
@@ -213,13 +241,65 @@ class FusedAttnFn(torch.autograd.Function):
         return tuple(_grads(fn, (q, k, v), grad))
 
 
-def te_dot_product_attention(q, k, v):
+class CPAttnP2PFn(torch.autograd.Function):
+    """AttnFuncWithCPAndKVP2P (TE context_parallel.py), bf16/fp32, sbhd, FusedAttention, one CP
+    rank of `cp`: k and v are packed into p2p_comm_buffers[0] = cat(k.view(-1), v.view(-1))
+    (l.1690); each ring step receives the next rank's block into a new buffer (l.1706, emulated by
+    copies: the other ranks' k, v equal this rank's here); out is corrected step by step in the
+    activation dtype (flash_attn_fwd_out_correction_init returns out_per_step's dtype, l.149), and
+    softmax_lse = clone(softmax_lse_per_step[0]), fp32 (b, np, s/cp) (l.1938). Saved (l.2087-2142,
+    the f16 branch): q, kv = p2p_comm_buffers[-1] (the last received buffer: k and v's bytes in one
+    new storage; this rank's own k and v are not kept), out, softmax_lse and one rng_state int64 [2]
+    per step (cp of them); cu_seqlens are None for sbhd and the per-step ones are TE's cached
+    (b + 1) int32 tensors (not modelled, < 100 bytes). Attention is emulated non-causal over the
+    gathered keys (as parallel_models.RingFlashAttentionFn): the saved shapes are the point."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cp):
+        s, b, a, d = q.shape
+        p = (1, 2, 0, 3)
+        with torch.no_grad():
+            kv = torch.cat((k.reshape(-1), v.reshape(-1)))  # p2p_comm_buffers[0]
+            for _ in range(cp - 1):
+                kv = torch.empty_like(kv).copy_(kv)  # p2p_comm_buffers[i + 1]: received from the previous rank
+            kk, vv = torch.cat([k] * cp), torch.cat([v] * cp)
+            o, lse = _attention_math(q.permute(p), kk.permute(p), vv.permute(p), causal=False)
+            out = o.permute(2, 0, 1, 3).contiguous()
+            softmax_lse = lse.reshape(b, a, s).clone()
+            rng_states = [torch.zeros(2, dtype=torch.int64) for _ in range(cp)]
+        ctx.cp, ctx.kv_shapes = cp, (k.shape, v.shape)
+        ctx.save_for_backward(q, kv, out, softmax_lse, *rng_states)
+        return out.view(s, b, a * d)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, kv = ctx.saved_tensors[:2]
+        k_shape, v_shape = ctx.kv_shapes
+        k = kv[: k_shape.numel()].view(k_shape)
+        v = kv[k_shape.numel():].view(v_shape)
+        s, b, a, d = q.shape
+        p = (1, 2, 0, 3)
+
+        def fn(qq, kk, vv):
+            kf, vf = torch.cat([kk] * ctx.cp), torch.cat([vv] * ctx.cp)
+            o = _attention_math(qq.permute(p), kf.permute(p), vf.permute(p), causal=False)[0]
+            return o.permute(2, 0, 1, 3).reshape(s, b, a * d)
+
+        gq, gk, gv = _grads(fn, (q, k, v), grad)
+        return gq, gk, gv, None
+
+
+def te_dot_product_attention(q, k, v, cp=1):
     """DotProductAttention: get_qkv_layout keeps q, k, v views of one storage that match a layout
     (sbh3d / sbhd_sbh2d); otherwise (q, k fresh RoPE outputs, v a strided view) .contiguous()s
-    each: a copy of v only (q and k already are contiguous)."""
+    each: a copy of v only (q and k already are contiguous). Under context parallelism
+    FusedAttention.forward (backends.py l.2248-2250) makes each contiguous and runs
+    AttnFuncWithCPAndKVP2P (CPAttnP2PFn)."""
     same = q.storage().data_ptr() == k.storage().data_ptr() == v.storage().data_ptr()
     if not same:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    if cp > 1:
+        return CPAttnP2PFn.apply(q.contiguous(), k.contiguous(), v.contiguous(), cp)
     return FusedAttnFn.apply(q, k, v)
 
 
@@ -300,11 +380,21 @@ class TELayer(nn.Module):
     """A GPT layer of get_gpt_layer_with_transformer_engine_spec: linear_qkv =
     TELayerNormColumnParallelLinear (input_layernorm IdentityOp), TE DotProductAttention, linear_proj
     = TERowParallelLinear, linear_fc1 = TELayerNormColumnParallelLinear (pre_mlp_layernorm
-    IdentityOp), Megatron's fused SwiGLU (or bias-GeLU), linear_fc2 = TERowParallelLinear."""
+    IdentityOp), Megatron's fused SwiGLU (or bias-GeLU), linear_fc2 = TERowParallelLinear.
 
-    def __init__(self, cfg: models.ModelConfig, run: models.RunConfig, opts: MegatronOpts):
+    With `par` (parallel_models.ParallelConfig) it is one tensor/sequence/context-parallel rank:
+    a/t heads, kv/t KV heads, f/t FFN (parallel_models.rank_shapes); under sequence parallelism
+    the LayerNormLinears all-gather their s/t input rows (TELayerNormLinearFn `gather`) and the
+    row-parallel linears reduce-scatter their output, otherwise all-reduce; under context
+    parallelism DotProductAttention runs AttnFuncWithCPAndKVP2P (CPAttnP2PFn). The row-parallel
+    biases are added after the reduction (Megatron's skip_bias_add, in bias-dropout-add)."""
+
+    def __init__(self, cfg: models.ModelConfig, run: models.RunConfig, opts: MegatronOpts, par=None):
+        par = par or parallel_models.ParallelConfig()
+        a_r, kv_r, f_r, _ = parallel_models.rank_shapes(cfg, par)
+        cfg = dataclasses.replace(cfg, heads=a_r, kv_heads=kv_r, ffn=f_r)
         super().__init__()
-        self.cfg, self.run, self.opts = cfg, run, opts
+        self.cfg, self.run, self.opts, self.par = cfg, run, opts, par
         h, a, kv, d, f = cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.ffn
         self.gpt = cfg.family == "gpt2"
         self.ln1_w, self.ln2_w = nn.Parameter(torch.ones(h)), nn.Parameter(torch.ones(h))
@@ -323,28 +413,47 @@ class TELayer(nn.Module):
     def fp8(self):
         return self.opts.fp8 != "none"
 
+    @property
+    def gather(self):
+        """Rows a LayerNormLinear all-gathers: t under sequence parallelism, else 1 (none)."""
+        return self.par.tp if self.par.sp and self.par.tp > 1 else 1
+
+    def row_parallel(self, x, weight, bias, save_original=False):
+        """TERowParallelLinear: the linear on the rank's input, then reduce-scatter (SP) or all-reduce
+        (neither saves anything), then the bias."""
+        out = TELinearFn.apply(x, weight, None, self.fp8, save_original)
+        if self.par.tp > 1:
+            out = (parallel_models.ReduceScatterToSP.apply(out, self.par.tp) if self.par.sp
+                   else parallel_models.ReduceFromTP.apply(out))
+        return out + bias if bias is not None else out
+
     def selective(self, module):
         return self.run.recompute == "selective" and module in self.opts.modules
 
     def mlp(self, h1):
         cfg = self.cfg
-        fc1 = TELayerNormLinearFn.apply(h1, self.ln2_w, self.ln2_b, self.fc1_w, None, cfg.eps, not self.gpt, self.fp8)
+        fc1 = TELayerNormLinearFn.apply(h1, self.ln2_w, self.ln2_b, self.fc1_w, None, cfg.eps, not self.gpt, self.fp8,
+                                        self.gather)
         if self.gpt:
             act = BiasGeLUFn.apply(fc1, self.fc1_bias)
         elif self.opts.act_fp8_store:
             act = SwiGLUFp8StoreFn.apply(fc1)
         else:
             act = SwiGLUFn.apply(fc1)
-        return TELinearFn.apply(act, self.fc2_w, self.fc2_b, self.fp8)
+        return self.row_parallel(act, self.fc2_w, self.fc2_b)
+
+    def attention(self, q, k, v):
+        return te_dot_product_attention(q, k, v, self.par.cp)
 
     def forward(self, x, rope):
         cfg, run = self.cfg, self.run
-        s, b, _ = x.shape
+        b = x.shape[1]
         a, kv, d = cfg.heads, cfg.kv_heads, cfg.head_dim
         groups = a // kv
         # SelfAttention.get_query_key_value_tensors (attention.py l.1824-1918)
         qkv = TELayerNormLinearFn.apply(x, self.ln1_w, self.ln1_b, self.qkv_w, self.qkv_b, cfg.eps, not self.gpt,
-                                        self.fp8)
+                                        self.fp8, self.gather)
+        s = qkv.shape[0]  # s/cp: the whole local sequence, gathered under SP
         qkv = qkv.view(s, b, kv, (groups + 2) * d)
         q, k, v = torch.split(qkv, [groups * d, d, d], dim=3)
         q = q.reshape(s, b, a, d)
@@ -352,10 +461,11 @@ class TELayer(nn.Module):
             q = TEFusedRoPEFn.apply(q, rope)
             k = TEFusedRoPEFn.apply(k, rope)
         if self.selective("core_attn"):
-            context = checkpoint(te_dot_product_attention, q, k, v, use_reentrant=True)
+            context = checkpoint(self.attention, q, k, v, use_reentrant=True)
         else:
-            context = te_dot_product_attention(q, k, v)
-        out = TELinearFn.apply(context, self.proj_w, self.proj_b, self.fp8)
+            context = self.attention(q, k, v)
+        # attention.py l.428-444: linear_proj keeps its original input under fp8 recipes other than delayed
+        out = self.row_parallel(context, self.proj_w, self.proj_b, save_original=self.opts.fp8 == "tensorwise")
         x = x + dropout(out, run.hidden_dropout)
         if self.selective("mlp"):
             y = checkpoint(self.mlp, x, use_reentrant=True)
@@ -417,8 +527,17 @@ class LocalLayer(models.MegatronLayer):
         return x + dropout(y, run.hidden_dropout)
 
 
-def build(cfg, run, opts, seed=0):
+def build(cfg, run, opts, seed=0, par=None):
+    """The model on one GPU; with `par`, one tensor/sequence/context-parallel rank:
+    parallel_models.MegatronRankModel (vocab-parallel embedding and cross entropy, SP scatter)
+    with TE layers of that rank."""
     torch.manual_seed(seed)
+    if par is not None:
+        if opts.impl != TE:
+            raise ValueError("a parallel rank is modelled for the TE spec only here (run_validation.py has the local one)")
+        model = parallel_models.MegatronRankModel(cfg, run, par)
+        model.layers = nn.ModuleList(TELayer(cfg, run, opts, par) for _ in range(cfg.layers))
+        return model.to(run.torch_dtype).train()
     model = models.MegatronModel(cfg, run)
     layer = TELayer if opts.impl == "transformer_engine" else LocalLayer
     model.layers = nn.ModuleList(layer(cfg, run, opts) for _ in range(cfg.layers))
@@ -433,11 +552,12 @@ def _key(t):
     return t.storage().data_ptr()
 
 
-def measure(cfg, run, opts, seed=0, backward=False):
-    model = build(cfg, run, opts, seed)
+def measure(cfg, run, opts, seed=0, backward=False, par=None):
+    model = build(cfg, run, opts, seed, par)
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
-    labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
+    seq = run.seq_len // (par.cp if par else 1)  # a CP rank's tokens
+    ids = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=g)
+    labels = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=g)
     excluded = {_key(p) for p in model.parameters()}
     seen = {}  # storage key -> (tensor, regions)
     retired = []  # entries whose storage CheckpointWithoutOutput freed: its address may be reused
@@ -484,8 +604,30 @@ def self_check():
                 print(f"self-check: {impl} {modules} fp8 {fp8}: gradients differ from the plain layer's")
                 ok = False
                 break
+    # The rank's Functions against plain torch: the sequence-parallel LayerNormLinear (all-gather in
+    # forward, reduce-scatter of the input gradient) and the CP ring attention (keys of all ranks).
+    torch.manual_seed(0)
+    x = torch.randn(6, 2, 16, requires_grad=True)
+    lw, w = torch.randn(16, requires_grad=True), torch.randn(12, 16, requires_grad=True)
+    for fp8 in (False, True):
+        got = torch.autograd.grad(TELayerNormLinearFn.apply(x, lw, None, w, None, 1e-6, True, fp8, 2).square().sum(),
+                                  (x, lw, w))
+        y = _norm(x.view(-1, 16), lw, None, 1e-6, True)[0].view(6, 2, 16)
+        ref = torch.autograd.grad(F.linear(torch.cat([y, y]), w).square().sum(), (x, lw, w))
+        if not all(torch.allclose(a, r, rtol=1e-4, atol=1e-4) for a, r in zip(got, ref)):
+            print(f"self-check: sequence-parallel TELayerNormLinearFn (fp8 {fp8}) gradients differ")
+            ok = False
+    q, k, v = (torch.randn(4, 2, heads, 8, requires_grad=True) for heads in (4, 2, 2))
+    got = torch.autograd.grad(CPAttnP2PFn.apply(q, k, v, 2).square().sum(), (q, k, v))
+    p = (1, 2, 0, 3)
+    o, _ = _attention_math(q.permute(p), torch.cat([k, k]).permute(p), torch.cat([v, v]).permute(p), causal=False)
+    ref = torch.autograd.grad(o.permute(2, 0, 1, 3).square().sum(), (q, k, v))
+    if not all(torch.allclose(a, r, rtol=1e-4, atol=1e-5) for a, r in zip(got, ref)):
+        print("self-check: CPAttnP2PFn gradients differ")
+        ok = False
     if ok:
-        print("self-check: TE and local layers with recompute_modules (and fp8 emulation) give the plain gradients")
+        print("self-check: TE and local layers with recompute_modules (and fp8 emulation) give the plain gradients; "
+              "so do the sequence-parallel LayerNormLinear and the CP ring attention")
     return ok
 
 
@@ -529,6 +671,37 @@ CASES = [
     ("te-llama-gqa-fp8-coreattn-drop", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed"), 0.1),
 ]
 
+# One tensor/sequence/context-parallel rank of the TE spec (TELayer with `par`, in
+# parallel_models.MegatronRankModel), held to `actmem estimate ... --tp T [--sp] --cp C`.
+# Heads and KV heads divisible by 4 (Megatron asserts kv % t == 0).
+LLAMA_TP = dict(LLAMA, heads=8, kv_heads=4, vocab=1004)
+GPT_TP = dict(GPT, heads=8, kv_heads=8, head_dim=24, vocab=1004)
+P = parallel_models.ParallelConfig
+PAR_CASES = [
+    # name, model, dtype, seq, batch, recompute, MegatronOpts, dropout, ParallelConfig(tp, sp, cp)
+    ("te-llama-tp2-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(2)),
+    ("te-llama-tp2-sp-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(2, True)),
+    ("te-llama-tp4-sp-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(4, True)),
+    ("te-llama-tp4-coreattn-bf16", LLAMA_TP, "bf16", 64, 2, "selective", MegatronOpts(TE), 0.0, P(4)),
+    ("te-llama-cp2-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(1, False, 2)),
+    ("te-llama-tp2-sp-cp2-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(2, True, 2)),
+    ("te-llama-tp2-sp-cp2-fp32", LLAMA_TP, "fp32", 48, 2, "none", MegatronOpts(TE), 0.0, P(2, True, 2)),
+    ("te-llama-tp2-sp-full-bf16", LLAMA_TP, "bf16", 64, 2, "full", MegatronOpts(TE), 0.0, P(2, True)),
+    ("te-llama-tp2-sp-drop-bf16", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.1, P(2, True)),
+    ("te-gpt-tp2-sp-bf16", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(2, True)),
+    ("te-gpt-cp2-bf16", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE), 0.0, P(1, False, 2)),
+    ("te-llama-tp2-fp8-delayed", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed"), 0.0, P(2)),
+    ("te-llama-tp2-sp-fp8-delayed", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed"), 0.0,
+     P(2, True)),
+    ("te-llama-tp4-sp-fp8-tensorwise", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="tensorwise"), 0.0,
+     P(4, True)),
+    ("te-llama-tp2-sp-cp2-fp8-actstore", LLAMA_TP, "bf16", 64, 2, "none",
+     MegatronOpts(TE, fp8="delayed", act_fp8_store=True), 0.0, P(2, True, 2)),
+    ("te-llama-tp2-sp-fp8-mlp", LLAMA_TP, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="tensorwise",
+                                                                                    modules=("mlp",)), 0.0, P(2, True)),
+    ("te-gpt-tp2-sp-cp2-fp8", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed"), 0.0, P(2, True, 2)),
+]
+
 
 def cli_extra(opts: MegatronOpts, recompute):
     extra = ["--transformer-impl", opts.impl]
@@ -551,7 +724,7 @@ def main():
     opts = ap.parse_args()
     if opts.self_check:
         return 0 if self_check() else 1
-    cases = [c for c in CASES if opts.filter in c[0]]
+    cases = [c for c in CASES + PAR_CASES if opts.filter in c[0]]
     if opts.list:
         print("\n".join(c[0] for c in cases))
         return 0
@@ -560,19 +733,21 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory() as workdir:
         print(f"{'case':34s} {'layer meas':>11s} {'est':>11s} {'total meas':>11s} {'est':>11s}  err")
-        for name, model, dtype, seq, batch, rc, mopts, *dropout in cases:
+        for name, model, dtype, seq, batch, rc, mopts, *rest in cases:
             cfg = models.ModelConfig(**model)
             attention = "flash" if mopts.impl == TE else "eager"
-            p = dropout[0] if dropout else 0.0
+            p = rest[0] if rest else 0.0
+            par = rest[1] if len(rest) > 1 else None
             run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
-            m = measure(cfg, run, mopts)
+            m = measure(cfg, run, mopts, par=par)
             if opts.measure_only:
                 print(f"{name:34s} {m['layer']:11d} {'':11s} {m['total']:11d}")
                 for region, shape, dt, nbytes in m["storages"]:
                     if region in (m["middle"], "shared"):
                         print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
                 continue
-            est, err = run_validation.call_actmem(opts.actmem, name, cfg, run, workdir, extra=cli_extra(mopts, rc))
+            est, err = run_validation.call_actmem(opts.actmem, name, cfg, run, workdir, par=par,
+                                                  extra=cli_extra(mopts, rc))
             if err:
                 print(f"{name:34s} FAIL {err}")
                 failed += 1

@@ -83,6 +83,9 @@ struct Totals {
   int64_t host_activations = 0;  // of the saved activations: offloaded to host memory (--offload-activations)
   int64_t transient = 0;      // the largest transient of the step on the peak stage
   int64_t reserve = 0;
+  // TransformerEngine's cached fp8 weight copies on the peak stage (framework megatron, @fp8; in
+  // `total`, not in `weights`): 2 bytes per TE linear weight element + 4 per linear (te_rules.h).
+  int64_t fp8_weight_cache = 0;
   int64_t peak_stage = 0;     // pipeline rank of the peak GPU
   int64_t params_on_gpu = 0;  // parameters the peak stage's GPU holds (after TP/EP, before ZeRO)
 
@@ -112,6 +115,7 @@ bool evaluate(const PreparedModel& model, const Layout& layout, Totals& out) noe
 struct StageTotals {
   int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0, transient = 0;
   int64_t total = 0;  // the sum (reserve not included)
+  int64_t fp8_weight_cache = 0;  // in total (Totals::fp8_weight_cache)
 };
 
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.

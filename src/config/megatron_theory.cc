@@ -163,6 +163,10 @@ std::vector<std::string> megatron_comparison(const MegatronTheoreticalMemory& m,
         "activations and the logits' transient separately");
   why(fmt::format("actmem adds the step's largest transient ({:.2f} MB){}; Megatron has no such term",
                   mib(t.transient), t.reserve > 0 ? fmt::format(" and the reserve ({:.2f} MB)", mib(t.reserve)) : ""));
+  if (t.fp8_weight_cache > 0)  // te_rules.h
+    why(fmt::format("fp8: actmem adds TransformerEngine's cached fp8 weight copies ({:.2f} MB, rowwise + transpose of "
+                    "each TE linear); Megatron's report does not count them",
+                    mib(t.fp8_weight_cache)));
   return lines;
 }
 

@@ -246,6 +246,7 @@ struct Scratch {
                                        // attention core again under selective recomputation)
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;
   std::vector<int64_t> kind_rerun;  // full recomputation: layers of each kind rerun
+  std::vector<int64_t> kind_fp8_elements;  // TE fp8 weight cache: weight elements of one layer per TP rank
   /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
   /// bindings. They are a function of the prepared model, the graph variant and the symbol values
   /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
@@ -520,6 +521,13 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     largest_layer = std::max(largest_layer, s.kind_per_rank[k]);
   }
 
+  // TE's cached fp8 weight copies (te_rules.h): weight elements of one layer of each kind per TP rank.
+  const bool fp8_cache_on = te_fp8_weight_cache_on(w, l.zero_stage);
+  if (fp8_cache_on) {
+    s.kind_fp8_elements.resize(num_kinds);
+    for (std::size_t k = 0; k < num_kinds; ++k) s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp);
+  }
+
   // Recomputation: the extra bytes alive while one unit is rerun in backward, and its FLOPs.
   Bytes recompute_peak{0};
   double recompute_flops = 0;
@@ -697,10 +705,20 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     const Bytes transient = largest_transient(rank == par.pp - 1);
     // Offloading (one stage, check_offload): the GPU keeps the head's and the checkpoint keywords.
     const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu : stage;
-    const Bytes stage_peak = bytes.total() + on_gpu + transient;
+    int64_t fp8_elements = 0;  // the stage's TE linear weight elements per TP rank (fp8 weight cache)
+    if (fp8_cache_on)
+      for (int64_t j = 0; j < par.vpp; ++j) {
+        const int64_t c = b.split.chunk_of(rank, j);
+        const int64_t begin = b.split.chunk_begin(c);
+        for (std::size_t k = 0; k < num_kinds; ++k)
+          fp8_elements = checked_add(fp8_elements,
+                                     checked_mul(p.count(k, begin, begin + b.split.chunk_size(c)), s.kind_fp8_elements[k]));
+      }
+    const Bytes fp8_cache{fp8_cache_on ? te_fp8_weight_cache_bytes(fp8_elements, st.num_layers) : 0};
+    const Bytes stage_peak = bytes.total() + fp8_cache + on_gpu + transient;
     if constexpr (Sink::kRecords)
       sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), on_gpu.count(),
-                             transient.count(), stage_peak.count()});
+                             transient.count(), stage_peak.count(), fp8_cache.count()});
     if (stage_peak > best_peak) {
       best_peak = stage_peak;
       t.peak_stage = rank;
@@ -712,8 +730,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.activations = on_gpu.count();
       t.host_activations = (stage - on_gpu).count();
       t.transient = transient.count();
+      t.fp8_weight_cache = fp8_cache.count();
       if constexpr (Sink::kRecords) {
         sink.stage = st;
+        sink.fp8_weight_elements = fp8_elements;
         sink.logits_grad = rank == par.pp - 1 ? logits_grad.count() : -1;
       }
     }

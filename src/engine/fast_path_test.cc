@@ -94,6 +94,7 @@ void expect_same_totals(const Totals& fast, const Totals& t, const std::string& 
   EXPECT_EQ(fast.forward_flops, t.forward_flops) << where;
   EXPECT_EQ(fast.recompute_flops, t.recompute_flops) << where;
   EXPECT_EQ(fast.stage_imbalance, t.stage_imbalance) << where;
+  EXPECT_EQ(fast.fp8_weight_cache, t.fp8_weight_cache) << where;
 }
 
 Layout random_deep_layout(std::mt19937& rng, const ModelSpec& m, Framework fw) {
@@ -170,6 +171,34 @@ TEST(FastPath, EvaluateEqualsTheReferenceAccountingOnRandomDeepLayouts) {
   EXPECT_GT(deep, 500);
   EXPECT_GT(interleaved, 300);
   EXPECT_GT(uneven, 150);
+}
+
+// Megatron with TransformerEngine fp8 (te_rules.h): the cached fp8 weight copies are a static term
+// of each stage (its layers' TE linears), so deep, interleaved and uneven pipelines and ZeRO-3 (no
+// cache) must agree too, and the cache must show up in most layouts.
+TEST(FastPath, EvaluateEqualsTheReferenceWithTeFp8WeightCache) {
+  std::mt19937 rng(20261203);
+  int64_t checked = 0, cached = 0;
+  for (const char* preset : {"llama-3-70b", "gemma-2-9b", "gpt2"}) {
+    const ModelSpec model = load_model(preset).value();
+    Workload w{.framework = Framework::kMegatron, .attention = AttentionImpl::kFlash};
+    w.megatron = {.impl = TransformerImpl::kTransformerEngine, .fp8 = Fp8Recipe::kDelayed};
+    const auto prepared = prepare(model, w).value();
+    for (int i = 0; i < 300; ++i) {
+      const Layout l = random_deep_layout(rng, model, Framework::kMegatron);
+      Totals fast;
+      const bool ok = evaluate(prepared, l, fast);
+      const auto report = explain(prepared, l);
+      ASSERT_EQ(ok, report.has_value()) << preset;
+      if (!ok) continue;
+      expect_same_totals(fast, report->totals, std::string(preset) + " fp8 " + layout_flags(l));
+      EXPECT_EQ(report->estimate.total().count(), fast.total) << preset << " " << layout_flags(l);
+      ++checked;
+      if (fast.fp8_weight_cache > 0) ++cached;
+    }
+  }
+  EXPECT_GT(checked, 250);  // 285 of the 900 random layouts are valid for these models
+  EXPECT_GT(cached, 150);   // all but the ZeRO-3 ones (no cache), about a quarter
 }
 
 // evaluate() keeps the layer kinds' bytes of its last few bindings (the symbol values a layout

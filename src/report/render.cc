@@ -185,6 +185,8 @@ nlohmann::json report_json(const Report& r) {
                  {"total_bytes", e.total().count()},
                  {"pipeline_stage", e.static_memory.stage.stage},
                  {"terms", terms_json(e.memory)}};
+  if (w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone)  // te_rules.h: in total_bytes
+    j["memory"]["fp8_weight_cache_bytes"] = r.totals.fp8_weight_cache;
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
   if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
   if (w.frozen_layers != 0) j["inputs"]["frozen_layers"] = w.frozen_layers;

@@ -214,7 +214,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
                           "and the loss transient, are the 4.57 rules"
                         : "hf rules: transformers 4.57 (hf_version; 5, the default, and 4.44 are the other choices)");
-  for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.tp)) notes.push_back(std::move(note));
+  for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.cp)) notes.push_back(std::move(note));
   if (w.attention == AttentionImpl::kSdpa)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.framework == Framework::kTorchtitan) {
@@ -459,6 +459,21 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
                                 : "Peak memory per GPU";
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
+  if (t.fp8_weight_cache > 0) {
+    // te_rules.h: TE's cached fp8 weight copies, 2 bytes per weight element + a 4-byte scale_inv per linear.
+    Term c = sum_term("fp8_weight_cache",
+                      "TE fp8 weight copies cached per TE linear (rowwise data + columnwise transpose, fp32 scale_inv)",
+                      {{{"2", detail::kTeFp8CopyBytesPerWeight}, {"Ψ_TE linears", rec.fp8_weight_elements}},
+                       {{"4", detail::kTeFp8ScaleInvBytes},
+                        {"4 linears", detail::kTeLinearsPerLayer},
+                        {"L_stage", rec.stage.num_layers}}});
+    c.note = fmt::format(
+        "qkv, proj, fc1, fc2 of the stage's {} layers at tp {}: Float8Tensor data (out, in) + _transpose (in, out) "
+        "on Hopper (TE csrc/quantizer.cpp), kept in _fp8_workspaces across micro-batches (TE linear.py l.1958-2071; "
+        "Megatron passes is_first_microbatch, extensions/transformer_engine.py l.1338-1345)",
+        rec.stage.num_layers, par.tp);
+    e.memory.add(c);
+  }
   if (!p.param_only) {
     Term a;
     a.key = "activations";

@@ -339,7 +339,12 @@ void lora_branch(Builder& g, const Context& c, int input, const Shape& out_shape
 /// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
 int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string name, Group group) {
   const LoraOptions& lora = c.workload.lora;
-  if (!c.frozen() && c.fp8) {
+  // Megatron attention.py l.428-444 (TE >= 2.6): under fp8 recipes other than delayed, linear_proj
+  // is set_save_original_input: it keeps its high-precision input (TE linear.py l.597-598,
+  // inputmat = inp), the FusedAttention output attention keeps already, not an fp8 copy.
+  const bool save_original =
+      c.fp8 && c.workload.megatron.fp8 == Fp8Recipe::kTensorwise && name == "attn.o_proj";
+  if (!c.frozen() && c.fp8 && !save_original) {
     // TE Linear / LayerNormLinear under fp8 per-tensor scaling: the quantized input with only its
     // columnwise usage (linear.py l.606-617, layernorm_linear.py l.478-487): 1 byte per element
     // plus the fp32 scale_inv (Float8Tensor._scale_inv, one element).

@@ -2,8 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "model/weight_tensors.h"  // linear_macs_per_token: a layer's linear weights
-#include "util/text_table.h"       // group_digits
+#include "util/bytes.h"            // checked_mul, checked_add
 
 namespace actmem::detail {
 
@@ -92,14 +91,24 @@ double selective_recompute_macs(const ModelSpec& m, const Workload& w, const Lay
   return (m.gated_mlp ? 3.0 : 2.0) * h * f;
 }
 
-int64_t te_fp8_weight_workspace_bytes(const ModelSpec& m, const Workload& w, int64_t tp) {
-  if (w.framework != Framework::kMegatron || w.megatron.fp8 == Fp8Recipe::kNone) return 0;
-  double weights = 0;  // dense layers (fp8 refuses MoE): qkv, proj, fc1, fc2 = the layer's linear MACs per token
-  for (const LayerSpec& l : m.layers) weights += linear_macs_per_token(m, l);
-  return static_cast<int64_t>(2.0 * weights / static_cast<double>(tp));
+bool te_fp8_weight_cache_on(const Workload& w, int zero_stage) {
+  return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3;
 }
 
-std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, Recompute recompute, int64_t tp) {
+int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp) {
+  if (l.moe || m.mla) return 0;  // refused under fp8 (check_megatron_workload)
+  const int64_t h = m.hidden;
+  const int64_t d = m.head_dim;
+  const int64_t q_heads = m.num_heads / tp;
+  const int64_t ffn = l.ffn / tp;
+  const int64_t qkv = checked_mul(checked_mul(q_heads + 2 * m.kv_heads_per_rank(tp), d), h);
+  const int64_t proj = checked_mul(checked_mul(q_heads, d), h);
+  const int64_t fc1 = checked_mul(checked_mul(m.gated_mlp ? 2 : 1, ffn), h);
+  const int64_t fc2 = checked_mul(ffn, h);
+  return checked_add(checked_add(qkv, proj), checked_add(fc1, fc2));
+}
+
+std::vector<std::string> megatron_notes(const ModelSpec&, const Workload& w, Recompute recompute, int64_t cp) {
   std::vector<std::string> notes;
   if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
   const MegatronOptions& o = w.megatron;
@@ -109,19 +118,30 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
         "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); FusedAttention keeps q, k, "
         "v (v a contiguous copy when RoPE made q and k new tensors), its output, fp32 softmaxStats (b, a/t, s, 1) "
         "and a 16-byte rng_state");
+  if (o.impl == TransformerImpl::kTransformerEngine && cp > 1)
+    notes.push_back(fmt::format(
+        "context parallelism: TE AttnFuncWithCPAndKVP2P (context_parallel.py l.2087-2142) keeps q, the last "
+        "received k|v ring buffer (k's and v's bytes in one storage, in place of this rank's own), the output and "
+        "fp32 softmax_lse (b, a/t, s/cp): the bytes counted; and one 16-byte rng_state per ring step, {} bytes "
+        "more per layer than counted",
+        16 * (cp - 1)));
   else
     notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
                     "transformer_engine)");
   if (o.fp8 != Fp8Recipe::kNone)
     notes.push_back(fmt::format(
-        "fp8 recipe {} (per-tensor scaling): ln_out and linear inputs kept as fp8 columnwise data (1 byte per "
-        "element) plus a 4-byte fp32 scale_inv each; attention q, k, v, out and the norm input stay in the "
-        "activation dtype{}; not counted in the totals: the fp8 weight copies TE caches (rowwise + columnwise, 2 "
-        "bytes per weight of each TE linear: {} bytes over all layers per TP rank)",
+        "fp8 recipe {} (per-tensor scaling): ln_out and linear inputs kept as fp8 (1 byte per element: columnwise "
+        "data, or the local rowwise shard a LayerNormLinear all-gathers under sequence parallelism) plus a 4-byte "
+        "fp32 scale_inv each; attention q, k, v, out and the norm input stay in the activation dtype{}{}; the fp8 "
+        "weight copies TE caches are the term fp8_weight_cache (Megatron's default parameter transpose cache; "
+        "Hopper's separate transpose: on Blackwell one buffer serves both, half the bytes; not with "
+        "--fp8-param-gather, whose fp8 weights replace the bf16 ones)",
         kFp8RecipeNames.name(o.fp8),
         o.fp8_act_input_store ? "; the SwiGLU input kept as float8_e4m3fn (activation_func_fp8_input_store)"
                               : ", and so does the SwiGLU input",
-        group_digits(te_fp8_weight_workspace_bytes(m, w, tp))));
+        o.fp8 == Fp8Recipe::kTensorwise ? "; linear_proj keeps its bf16 input, the attention output (Megatron "
+                                          "set_save_original_input for recipes other than delayed)"
+                                        : ""));
   if (recompute == Recompute::kSelective)
     notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective)",
                                 recompute_modules_name(o.recompute_modules)));

@@ -46,14 +46,34 @@ void apply_recompute_modules(Graph& g, const ModelSpec& model, const Workload& w
 /// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp; 0 otherwise.
 double selective_recompute_macs(const ModelSpec& model, const Workload& workload, const LayerSpec& layer);
 
-/// Report notes for the Megatron options (empty for the default local spec).
-/// With fp8, the TE fp8 weight copies (not counted in the totals) are sized for `tp` in the note.
+/// Report notes for the Megatron options (empty for the default local spec); `cp` the layout's
+/// context-parallel size.
 std::vector<std::string> megatron_notes(const ModelSpec& model, const Workload& workload, Recompute recompute,
-                                        int64_t tp);
+                                        int64_t cp);
 
-/// TE's cached fp8 weight copies (the `wt_save` workspace, layernorm_linear.py l.643-648; Float8Tensor
-/// with rowwise and columnwise data on Hopper): 2 bytes per weight of each TE linear of every layer,
-/// per tensor-parallel rank. 0 without fp8.
-int64_t te_fp8_weight_workspace_bytes(const ModelSpec& model, const Workload& workload, int64_t tp);
+/// TE's cached fp8 copies of the TE linear weights (framework megatron, @fp8), a static term of
+/// its own (Totals::fp8_weight_cache). Per TE linear (qkv and fc1 LayerNormLinear, proj and fc2
+/// Linear) quantize_weight() makes a Float8Tensor (TE linear.py l.479-490, layernorm_linear.py
+/// l.340-364) with rowwise usage and, in training, columnwise usage; on Hopper (no non-TN fp8
+/// GEMM) each is its own uint8 buffer, the data (out, in) and the transpose (in, out)
+/// (csrc/quantizer.cpp Float8Quantizer::create_tensor l.355-385, Float8CurrentScalingQuantizer
+/// l.670-705), plus a one-element fp32 scale_inv. Megatron passes is_first_microbatch True then
+/// False (extensions/transformer_engine.py l.1338-1345; None only with
+/// --disable-parameter-transpose-cache), so TE keeps the copy in _fp8_workspaces["weight"] across
+/// micro-batches and steps (linear.py l.1958-2071): 2 bytes per weight element + 4 bytes per linear.
+/// Under ZeRO-3 (FSDP) TE caches nothing (cache_name None for FSDP2, l.1958) and the term is 0.
+inline constexpr int64_t kTeLinearsPerLayer = 4;  // qkv, proj, fc1, fc2
+inline constexpr int64_t kTeFp8CopyBytesPerWeight = 2;  // rowwise data + columnwise transpose, 1 byte each
+inline constexpr int64_t kTeFp8ScaleInvBytes = 4;  // fp32 _scale_inv, one element per tensor
+
+/// Whether the cache exists for this workload and ZeRO stage (see above).
+bool te_fp8_weight_cache_on(const Workload& workload, int zero_stage);
+/// Weight elements of one layer's four TE linears on one TP rank: qkv (a/t + 2·kv/t)·d·h, proj
+/// h·(a/t)·d, fc1 (2)·f/t·h, fc2 h·f/t. Example: Llama-3-8B at tp 2: 109,051,904 (of 218,103,808).
+int64_t te_fp8_weight_elements(const ModelSpec& model, const LayerSpec& layer, int64_t tp);
+/// Bytes of the cache for `layers` layers holding `elements` weight elements in all.
+inline int64_t te_fp8_weight_cache_bytes(int64_t elements, int64_t layers) {
+  return kTeFp8CopyBytesPerWeight * elements + kTeFp8ScaleInvBytes * kTeLinearsPerLayer * layers;
+}
 
 }  // namespace actmem::detail

@@ -69,7 +69,11 @@ TEST(MegatronTe, Fp8DelayedKeepsColumnwiseFp8InputsAndScales) {
   // the attention out a·d (+4; FusedAttention still keeps the bf16 out); fc2's input 2f -> f (+4).
   const int64_t fp8 = kTePerToken - 2 * 4096 + 4096 - 14336;
   EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed))), fp8 * kT + 16 + 4 * 4);  // 495,484,960
-  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), 495'484'960);  // same bytes: per-tensor scaling
+  // tensorwise: Megatron sets save_original_input on linear_proj for recipes other than delayed
+  // (attention.py l.428-444; TE linear.py l.597-598): it keeps the bf16 attention out, which
+  // FusedAttention keeps already, so the proj fp8 copy a·d (+4 B) of delayed is not there.
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), (fp8 - 4096) * kT + 16 + 3 * 4);  // 478,707,740
+  EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kTensorwise))), 478'707'740);
   // --activation-func-fp8-input-store: the SwiGLU input [gate|up] as float8_e4m3fn, 2f instead of 4f.
   EXPECT_EQ(per_layer(megatron(te(Fp8Recipe::kDelayed, kRecomputeCoreAttn, true))), (fp8 - 28672) * kT + 32);
 }
@@ -112,18 +116,81 @@ TEST(MegatronTe, RecomputeModulesFlops) {
   EXPECT_DOUBLE_EQ(flops({}), core);  // the default, as before
 }
 
-TEST(MegatronTe, Fp8WeightWorkspaceNamedNotCounted) {
-  // A Llama-3.1-8B layer's TE linears: qkv h·(a + 2kv)·d + proj a·d·h + fc1 h·2f + fc2 f·h
-  // = 25,165,824 + 16,777,216 + 117,440,512 + 58,720,256 = 218,103,808 weights; 2 bytes each
-  // (rowwise + columnwise fp8 copies), 32 layers, per TP rank.
+// TE's cached fp8 weight copies (te_rules.h), by hand. Llama-3-8B (h 4096, a 32, kv 8, d 128,
+// f 14336, 32 layers) at tp 2, one TE linear's weight per rank:
+//   qkv (16 + 2·4)·128·4096 = 12,582,912; proj 4096·16·128 = 8,388,608;
+//   fc1 2·7168·4096 = 58,720,256; fc2 4096·7168 = 29,360,128: 109,051,904 per layer (half of tp 1's
+//   218,103,808). 2 bytes each (Float8Tensor data + transpose on Hopper) + 4 linears · 4 B scale_inv.
+constexpr int64_t kLlama3_8bTeWeightsTp2 = 109'051'904;
+
+Layout tp_layout(int64_t tp, int64_t pp = 1, int zero = 1) {
+  Layout l;
+  l.seq_len = 4096;
+  l.parallel = {.dp = 8, .tp = tp, .pp = pp, .num_micro_batches = 2 * pp};
+  l.zero_stage = zero;
+  return l;
+}
+
+PreparedModel llama3_8b(Fp8Recipe fp8) {
   Workload w;
   w.framework = Framework::kMegatron;
-  w.megatron = te(Fp8Recipe::kDelayed);
-  const ModelSpec m = load_model("llama-3.1-8b").value();
-  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), int64_t{2} * 32 * 218'103'808);
-  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 8), int64_t{2} * 32 * 218'103'808 / 8);
-  w.megatron.fp8 = Fp8Recipe::kNone;
-  EXPECT_EQ(detail::te_fp8_weight_workspace_bytes(m, w, 1), 0);
+  w.attention = AttentionImpl::kFlash;
+  w.megatron = te(fp8);
+  return prepare(load_model("llama-3-8b").value(), w).value();
+}
+
+TEST(MegatronTe, Fp8WeightElementsPerTpRank) {
+  const ModelSpec m = load_model("llama-3-8b").value();
+  EXPECT_EQ(detail::te_fp8_weight_elements(m, m.layers[0], 1), 218'103'808);
+  EXPECT_EQ(detail::te_fp8_weight_elements(m, m.layers[0], 2), kLlama3_8bTeWeightsTp2);
+  // tp 16 > kv 8: one KV head replicated per rank, qkv (2 + 2·1)·128·4096 = 2,097,152.
+  EXPECT_EQ(detail::te_fp8_weight_elements(m, m.layers[0], 16), 2'097'152 + 1'048'576 + 7'340'032 + 3'670'016);
+  EXPECT_EQ(detail::te_fp8_weight_cache_bytes(kLlama3_8bTeWeightsTp2, 1), 218'103'808 + 16);
+}
+
+TEST(MegatronTe, Fp8WeightCacheCountedInTheTotal) {
+  Totals fp8, bf16;
+  ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kDelayed), tp_layout(2), fp8));
+  ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kNone), tp_layout(2), bf16));
+  // 32 layers: 2 · 32 · 109,051,904 + 16 · 32 = 6,979,322,368 bytes (6.50 GiB).
+  EXPECT_EQ(fp8.fp8_weight_cache, 2 * 32 * kLlama3_8bTeWeightsTp2 + 16 * 32);
+  EXPECT_EQ(fp8.fp8_weight_cache, 6'979'322'368);
+  EXPECT_EQ(bf16.fp8_weight_cache, 0);
+  // A term of its own: not in weights (the bf16 parameters), in the total.
+  EXPECT_EQ(fp8.weights, bf16.weights);
+  EXPECT_EQ(fp8.total,
+            fp8.weights + fp8.gradients + fp8.optimizer + fp8.activations + fp8.transient + fp8.reserve +
+                fp8.fp8_weight_cache);
+  // The same bytes under tensorwise current scaling (Float8CurrentScalingQuantizer allocates alike).
+  Totals tensorwise;
+  ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kTensorwise), tp_layout(2), tensorwise));
+  EXPECT_EQ(tensorwise.fp8_weight_cache, 6'979'322'368);
+  // pp 4: each stage caches its own 8 layers' copies: 2 · 8 · 109,051,904 + 16 · 8.
+  Totals pp4;
+  ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kDelayed), tp_layout(2, 4), pp4));
+  EXPECT_EQ(pp4.fp8_weight_cache, 1'744'830'592);
+  // ZeRO-3 (FSDP): TE caches no workspace (linear.py l.1958, cache_name None under FSDP2).
+  Totals zero3;
+  ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kDelayed), tp_layout(2, 1, 3), zero3));
+  EXPECT_EQ(zero3.fp8_weight_cache, 0);
+}
+
+TEST(MegatronTe, Fp8WeightCacheTermInExplainAndJson) {
+  const auto prepared = llama3_8b(Fp8Recipe::kDelayed);
+  const auto r = explain(prepared, tp_layout(2)).value();
+  const Term* term = r.estimate.memory.find("fp8_weight_cache");
+  ASSERT_NE(term, nullptr);
+  EXPECT_EQ(term->bytes.count(), 6'979'322'368);
+  EXPECT_EQ(term->formula, "2·Ψ_TE linears + 4·4 linears·L_stage");
+  EXPECT_EQ(r.estimate.total().count(), r.totals.total);  // the terms add up to evaluate()'s total
+  EXPECT_EQ(r.stages.front().fp8_weight_cache, 6'979'322'368);
+  EXPECT_EQ(r.stages.front().total + r.totals.reserve, r.totals.total);
+  const nlohmann::json json = report_json(r);
+  EXPECT_EQ(json["memory"]["fp8_weight_cache_bytes"].get<int64_t>(), 6'979'322'368);
+  // Without fp8 neither the term nor the key.
+  const auto plain = explain(llama3_8b(Fp8Recipe::kNone), tp_layout(2)).value();
+  EXPECT_EQ(plain.estimate.memory.find("fp8_weight_cache"), nullptr);
+  EXPECT_FALSE(report_json(plain)["memory"].contains("fp8_weight_cache_bytes"));
 }
 
 TEST(MegatronTe, ErrorsNameTheField) {
