@@ -31,6 +31,10 @@ Followed line for line (Megatron-LM main @d98e8a64ddf3):
       TELinear (duplicated), linear_q_up_proj / linear_kv_up_proj TELayerNormColumnParallelLinear
       with qk_layernorm (the q/kv norm fused into the up projection; q_layernorm IdentityOp), TE
       DotProductAttention (FusedAttention), dense MLP with fc1 TELayerNormColumnParallelLinear.
+      Without q LoRA, transformer/mla_qk_norm_config.py _resolve_mla_qk_layernorm makes
+      linear_q_proj the fused norm + linear too (a norm over h on the input_layernorm output); the
+      local spec then refuses a q_layernorm (_reject_common_spec_conflicts): local, no q LoRA,
+      is modeled without a q norm here (as HF's q_proj).
   megatron/core/models/gpt/gpt_model.py l.183: no model-level rotary_pos_emb with MLA (the
       attention module owns its RoPE), so none is passed into (or kept by) a checkpointed layer.
 """
@@ -184,6 +188,8 @@ class MegatronMLALayer(nn.Module):
             self.q_up = models._linear(cfg.q_lora_rank, a * dqk, False)
         else:
             self.q_proj = models._linear(h, a * dqk, False)
+            if impl != "local":  # TE, no q LoRA: the q norm is fused into linear_q_proj (over h)
+                self.q_norm_w = nn.Parameter(torch.ones(h))
         self.kv_down = models._linear(h, cfg.kv_lora_rank + cfg.qk_rope_dim, False)
         self.kv_norm_w = nn.Parameter(torch.ones(cfg.kv_lora_rank))
         self.kv_up = models._linear(cfg.kv_lora_rank, a * (cfg.qk_nope_dim + dv), False)
@@ -220,8 +226,12 @@ class MegatronMLALayer(nn.Module):
         a, dn = cfg.heads, cfg.qk_nope_dim
         if cfg.q_lora_rank:
             q = self._norm_linear(q_c, self.q_norm_w, self.q_up) if self.impl != "local" else self.q_up(q_c)
+        elif self.impl == "local":
+            q = self.q_proj(q_c)
         else:
-            q = self._linear(q_c, self.q_proj)
+            # mla_qk_norm_config.py _resolve_mla_qk_layernorm: without q LoRA, qk_layernorm makes
+            # linear_q_proj a fused norm + linear (TELayerNormColumnParallelLinear) over h
+            q = self._norm_linear(q_c, self.q_norm_w, self.q_proj)
         if self.impl == "local":
             kv = self.kv_up(kv_c)
         else:

@@ -98,6 +98,7 @@ CASES = [
     ("te-flash-mlaup-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE, "mla_up_proj")),
     ("te-flash-mlaup-mlp-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE, "mla_up_proj", "mlp")),
     ("te-flash-full-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "full", opts(TE)),
+    ("nolora-te-flash-none-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "none", opts(TE)),
     ("nolora-te-flash-mlaup-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "selective", opts(TE, "mla_up_proj")),
 ]
 

@@ -5,10 +5,12 @@
 //   q/kv layernorm, l.855-981 qkv_up_proj_and_rope_apply, l.983-988 and l.455-458 the mla_up_proj
 //   CheckpointWithoutOutput), megatron/core/fusions/fused_mla_yarn_rope_apply.py (the fused RoPE
 //   saves cos/sin only; key and value are new tensors), gpt_layer_specs.py (local and TE MLA specs).
-// Measured by validation/megatron_mla_validation.py (19 cases, exact).
+// Measured by validation/megatron_mla_validation.py (20 cases, exact).
 // DeepSeek-V3 attention: h 7168, a 128, q_lora_rank 1536, kv_lora_rank 512, nope 128 + rope 64 =
 // dqk 192, dv 128; dense MLP f 18432; 2 layers; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "actmem/actmem.h"
 #include "model/hf_config.h"
@@ -19,24 +21,25 @@ namespace {
 
 constexpr int64_t kT = 4096;
 
-ModelSpec dense_dsv3() {
-  auto m = parse_hf_config(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 2,
+ModelSpec dense_dsv3(bool q_lora = true) {
+  std::string json = R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_hidden_layers": 2,
     "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,
     "moe_intermediate_size": 2048, "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
     "first_k_dense_replace": 2, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
     "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": false})",
-                           "dsv3-dense.json");
+    "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": false})";
+  if (!q_lora) json.replace(json.find("\"q_lora_rank\": 1536"), 19, "\"q_lora_rank\": null");
+  auto m = parse_hf_config(json, "dsv3-dense.json");
   EXPECT_TRUE(m.has_value()) << m.error().message;
   return *m;
 }
 
-Expected<PreparedModel> megatron(MegatronOptions o, Framework framework = Framework::kMegatron) {
+Expected<PreparedModel> megatron(MegatronOptions o, bool q_lora = true) {
   Workload w;
-  w.framework = framework;
+  w.framework = Framework::kMegatron;
   w.attention = AttentionImpl::kFlash;
   w.megatron = o;
-  return prepare(dense_dsv3(), w);
+  return prepare(dense_dsv3(q_lora), w);
 }
 
 Totals totals(const Expected<PreparedModel>& m, Recompute recompute = Recompute::kNone) {
@@ -106,6 +109,18 @@ TEST(MegatronMla, FullRecomputeKeepsNoRotaryFrequencies) {
   // gpt_model.py l.183: no model-level rotary_pos_emb with MLA, so no fp32 (s, 1, 1, dr) freqs
   // tensor is passed into the checkpointed layers: full recomputation keeps each layer's input only.
   EXPECT_EQ(totals(megatron({}), Recompute::kFull).per_layer, 2 * 7168 * kT);
+}
+
+TEST(MegatronMla, NoQLoraTeFusesAQNormIntoQProj) {
+  // No q LoRA: q_proj reads the input_layernorm output (kept anyway): the q_down output, the q
+  // norm's rstd and output (2·1536 + 4 + 2·1536) are gone. The TE spec with qk_layernorm then makes
+  // linear_q_proj a LayerNormLinear (mla_qk_norm_config.py _resolve_mla_qk_layernorm): its ln_out
+  // over h (2·7168) and rsigma (4) are kept; mla_up_proj drops them with query, key and value.
+  const int64_t local = kLocalPerToken - (2 * 1536 + 4 + 2 * 1536);
+  EXPECT_EQ(totals(megatron({}, false)).per_layer, local * kT);
+  EXPECT_EQ(totals(megatron(kTe, false)).per_layer, (local + 2 * 7168 + 4) * kT + 16);
+  EXPECT_EQ(totals(megatron(with(kTe, kRecomputeMlaUpProj), false), Recompute::kSelective).per_layer,
+            (local - 131'072 - 2 * 512 - 4) * kT + 16);
 }
 
 TEST(MegatronMla, MlaUpProjNeedsMla) {

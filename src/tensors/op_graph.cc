@@ -556,6 +556,14 @@ int latent_attention(Builder& g, const Context& c, int x) {
     int qn = norm(g, c, qa, rows, Dim::lit("rq", mla.q_lora_rank), "attn.q_a_norm", Group::kNorms);
     g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
     linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_b_proj", grp);
+  } else if (megatron && c.te) {
+    // mla_qk_norm_config.py _resolve_mla_qk_layernorm: without q LoRA, qk_layernorm makes
+    // linear_q_proj a TELayerNormColumnParallelLinear: a norm over h on the layer's normed input
+    // (kept anyway), its rsigma and ln_out (measured: megatron_mla_validation.py, nolora-te cases).
+    g.mcore_tag |= up_norm_tag;
+    int qn = norm(g, c, x, rows, c.h, "attn.q_norm", Group::kNorms);
+    g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
+    linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   } else {
     linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   }
