@@ -38,6 +38,7 @@ Followed line for line (Megatron-LM main @d98e8a64ddf3):
   megatron/core/models/gpt/gpt_model.py l.183: no model-level rotary_pos_emb with MLA (the
       attention module owns its RoPE), so none is passed into (or kept by) a checkpointed layer.
 """
+import dataclasses
 import math
 
 import torch
@@ -290,4 +291,81 @@ class MegatronMLALayer(nn.Module):
             y = checkpoint(self._mlp, y, use_reentrant=True) if self.selective("mlp") else self._mlp(y)
         else:
             y = checkpoint(self._mlp, x, use_reentrant=True) if self.selective("mlp") else self._mlp(x)
+        return x + ops.dropout(y, run.hidden_dropout)
+
+
+# ---------------------------------------------------------------------------------------------
+# One tensor / sequence parallel rank (parallel_models.py's collectives and parallel linears),
+# local spec only: MLASelfAttention._qkv_down_projection with ColumnParallelLinear down projections
+# (gather_output False), then get_query_key_value_tensors (l.746-764):
+#   q_compressed [s, b, rq/t] -> gather_from_tensor_model_parallel_region (all-gather along the last
+#   dim: a new [s, b, rq]; saves nothing) -> under SP scatter_to_sequence_parallel_region
+#   (mappings.py l.60-81: input_[a:b].contiguous(), a VIEW of the gathered contiguous tensor);
+#   kv_combined [s, b, (rkv+dr)/t] -> gathered [s, b, rkv+dr] -> split; under SP kv_compressed
+#   (a strided view) is scattered: its slice .contiguous() is a copy [s/t, b, rkv].
+
+
+class _GatherLastDim(torch.autograd.Function):
+    """_GatherFromModelParallelRegion: all-gather along the last dim (the other ranks' parts
+    emulated by copies); backward keeps this rank's slice. Saves nothing."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp, ctx.n = tp, x.shape[-1]
+        return torch.cat([x] * tp, dim=-1) if tp > 1 else x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[..., : ctx.n].contiguous(), None
+
+
+class MegatronMLARankLayer(MegatronMLALayer):
+    """MegatronMLALayer (local spec) on one TP rank: heads a/t, dense ffn f/t, the down
+    projections' outputs rq/t and (rkv+dr)/t before the gather."""
+
+    def __init__(self, cfg, run, par, modules=("core_attn",)):
+        import parallel_models as pm
+
+        t = par.tp
+        f = cfg.dense_ffn or cfg.ffn
+        rank_cfg = dataclasses.replace(cfg, heads=cfg.heads // t, kv_heads=cfg.heads // t, dense_ffn=f // t)
+        super().__init__(rank_cfg, run, "local", modules)
+        self.par, self.pm = par, pm
+        h = cfg.hidden
+        if cfg.q_lora_rank:
+            self.q_down = models._linear(h, cfg.q_lora_rank // t, False)
+        self.kv_down = models._linear(h, (cfg.kv_lora_rank + cfg.qk_rope_dim) // t, False)
+
+    def forward(self, x, rope=None):
+        cfg, run, par, pm = self.cfg, self.run, self.par, self.pm
+        sp = par.sp and par.tp > 1
+        col = lambda t, layer: pm.column_linear(t, layer.weight, None, par)  # noqa: E731
+        n1 = ops.RMSNormFn.apply(x, self.norm1_w, cfg.eps)
+        if cfg.q_lora_rank:
+            q_c = _GatherLastDim.apply(col(n1, self.q_down), par.tp)
+            if sp:
+                q_c = pm.ScatterToSP.apply(q_c, par.tp)  # a view of the gathered storage
+            q_c = ops.RMSNormFn.apply(q_c, self.q_norm_w, cfg.eps)
+        else:
+            q_c = n1
+        kv_comb = _GatherLastDim.apply(col(n1, self.kv_down), par.tp)
+        kv_c, k_pe = torch.split(kv_comb, [cfg.kv_lora_rank, cfg.qk_rope_dim], dim=-1)
+        if sp:
+            kv_c = pm.ScatterToSP.apply(kv_c, par.tp)  # a copy: kv_c is strided
+        kv_c = ops.RMSNormFn.apply(kv_c, self.kv_norm_w, cfg.eps)
+        s, b = k_pe.shape[:2]
+        self.cos_sin = mla_cos_sin(s, cfg.qk_rope_dim, x.dtype)
+        q = col(q_c, self.q_up if cfg.q_lora_rank else self.q_proj)
+        kv = col(kv_c, self.kv_up)
+        cos, sin = self.cos_sin
+        q = FusedMLARoPEQFn.apply(q.view(s, b, cfg.heads, -1), cos, sin, cfg.qk_nope_dim)
+        k, v = FusedMLARoPEKVFn.apply(kv.view(s, b, cfg.heads, -1), k_pe, cos, sin, cfg.qk_nope_dim)
+        if self.selective("core_attn"):
+            context = checkpoint(self._core, q, k, v, use_reentrant=True)
+        else:
+            context = self._core(q, k, v)
+        out = pm.row_linear(context, self.proj.weight, par)
+        x = x + ops.dropout(out, run.hidden_dropout)
+        y = ops.RMSNormFn.apply(x, self.norm2_w, cfg.eps)
+        y = pm.row_linear(ops.SwiGLUFn.apply(col(y, self.fc1)), self.fc2.weight, par)
         return x + ops.dropout(y, run.hidden_dropout)

@@ -49,6 +49,32 @@ def measure(cfg, run, opts, backward=False):
     return te.measure(cfg, run, opts, backward=backward, build_fn=build)
 
 
+# one TP / SP rank (local spec): heads, q_lora_rank, kv_lora_rank + rope dim and dense ffn divisible by 4
+DSV3_TP = dict(DSV3_DENSE, heads=4, kv_heads=4)
+
+
+def measure_rank(cfg, run, par):
+    """measure.measure of one tensor/sequence-parallel rank (parallel_models.py) whose layers are
+    MegatronMLARankLayer."""
+    import measure
+    import parallel_models
+    from megatron_mla_models import MegatronMLARankLayer
+
+    build_rank = parallel_models.build
+
+    def mla_rank(c, r, p, seed=0):
+        torch.manual_seed(seed)
+        model = parallel_models.MegatronRankModel(c, r, p)
+        model.layers = nn.ModuleList(MegatronMLARankLayer(c, r, p) for _ in range(c.layers))
+        return model.to(r.torch_dtype).train()
+
+    parallel_models.build = mla_rank
+    try:
+        return measure.measure(cfg, run, par=par)
+    finally:
+        parallel_models.build = build_rank
+
+
 def self_check():
     """Gradients with recompute_modules mla_up_proj (+ core_attn, mlp) equal the plain layer's
     (fp32), local eager and TE flash: the checkpoint, the freed-and-restored q/k/v storages and
@@ -92,6 +118,11 @@ CASES = [
     ("nolora-local-eager-none-bf16", DSV3_NOLORA_DENSE, "eager", "bf16", 29, 3, "none", opts()),
     ("nolora-local-flash-mlaup-fp32", DSV3_NOLORA_DENSE, "flash", "fp32", 33, 2, "selective",
      opts("local", "mla_up_proj")),
+    # one rank of tensor (and sequence) parallelism, local spec; MegatronMLARankLayer
+    ("tp4-local-eager-none-bf16", DSV3_TP, "eager", "bf16", 40, 2, "none", opts(), 0.0, (4, False)),
+    ("tp2-local-flash-coreattn-bf16", DSV3_TP, "flash", "bf16", 40, 2, "selective", opts(), 0.0, (2, False)),
+    ("tp4-sp-local-eager-none-bf16", DSV3_TP, "eager", "bf16", 40, 2, "none", opts(), 0.0, (4, True)),
+    ("tp2-sp-local-flash-none-fp32", DSV3_TP, "flash", "fp32", 40, 2, "none", opts(), 0.0, (2, True)),
     ("te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", opts(TE)),
     ("te-flash-none-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "none", opts(TE)),
     ("te-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE)),
@@ -120,18 +151,27 @@ def main():
     width = 34
     print(f"{'case':<{width}}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
     with tempfile.TemporaryDirectory() as workdir:
-        for name, model, attention, dtype, seq, batch, rc, mopts, *drop in cases:
+        for name, model, attention, dtype, seq, batch, rc, mopts, *rest in cases:
             cfg = models.ModelConfig(**model)
-            p = drop[0] if drop else 0.0
+            p = rest[0] if rest else 0.0
             run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
-            m = measure(cfg, run, mopts)
+            par = None
+            if len(rest) > 1:
+                import parallel_models
+
+                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1])
+                r = measure_rank(cfg, run, par)
+                m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
+                     "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
+            else:
+                m = measure(cfg, run, mopts)
             if args.measure_only:
                 print(f"{name:<{width}}{m['layer']:>11}{'':>18}{m['total']:>12}")
                 for region, shape, dt, nbytes in m["storages"]:
                     if region in (m["middle"], "shared"):
                         print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
                 continue
-            est, err = run_validation.call_actmem(args.actmem, f"mla-{name}", cfg, run, workdir,
+            est, err = run_validation.call_actmem(args.actmem, f"mla-{name}", cfg, run, workdir, par=par,
                                                   extra=te.cli_extra(mopts, rc))
             if err:
                 print(f"{name}: {err}")

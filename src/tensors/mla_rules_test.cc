@@ -42,11 +42,12 @@ Expected<PreparedModel> megatron(MegatronOptions o, bool q_lora = true) {
   return prepare(dense_dsv3(q_lora), w);
 }
 
-Totals totals(const Expected<PreparedModel>& m, Recompute recompute = Recompute::kNone) {
+Totals totals(const Expected<PreparedModel>& m, Recompute recompute = Recompute::kNone, ParallelLayout par = {}) {
   Layout l;
   l.seq_len = 4096;
   l.micro_batch = 1;
   l.recompute = recompute;
+  l.parallel = par;
   Totals t;
   EXPECT_TRUE(m.has_value()) << (m.has_value() ? "" : m.error().message);
   if (m.has_value()) {
@@ -121,6 +122,19 @@ TEST(MegatronMla, NoQLoraTeFusesAQNormIntoQProj) {
   EXPECT_EQ(totals(megatron(kTe, false)).per_layer, (local + 2 * 7168 + 4) * kT + 16);
   EXPECT_EQ(totals(megatron(with(kTe, kRecomputeMlaUpProj), false), Recompute::kSelective).per_layer,
             (local - 131'072 - 2 * 512 - 4) * kT + 16);
+}
+
+TEST(MegatronMla, LocalSpecTp8SequenceParallel) {
+  // tp 8 with SP, per rank: n = 16 heads, f/t = 2304. Per s/t token (512): x, input norm out,
+  // residual, pre-MLP norm out 4·2h; four rstd 4·4; q_layernorm out 2·1536; kv_combined 2·576;
+  // kv_layernorm out 2·512. Per s token (4096): the gathered q_compressed 2·1536 (q_layernorm reads an
+  // s/t slice that is a view of it: mappings.py _split_along_first_dim); query, key 2·16·192 each;
+  // value, flash out 2·16·128 each; logsumexp 4·16; fc1 out 2·2·2304; SwiGLU out 2·2304.
+  const int64_t per_shard_token = 4 * 2 * 7168 + 4 * 4 + 2 * 1536 + 2 * 576 + 2 * 512;
+  const int64_t per_token = 2 * 1536 + 2 * 2 * 16 * 192 + 2 * 2 * 16 * 128 + 4 * 16 + 2 * 2 * 2304 + 2 * 2304;
+  EXPECT_EQ(totals(megatron({}), Recompute::kNone, {.tp = 8, .sp = true}).per_layer,
+            per_shard_token * (kT / 8) + per_token * kT);  // 185,409,536
+  EXPECT_EQ(per_shard_token * (kT / 8) + per_token * kT, 185'409'536);
 }
 
 TEST(MegatronMla, MlaUpProjNeedsMla) {

@@ -551,7 +551,13 @@ int latent_attention(Builder& g, const Context& c, int x) {
   // under recompute_modules mla_up_proj the norm runs inside the checkpoint (te_rules.h kTagMlaUpNorm).
   const uint8_t up_norm_tag = megatron && c.te ? kTagMlaUpNorm : 0;
   if (mla.q_lora_rank > 0) {
-    int qa = linear(g, c, x, cat(rows, {Dim::lit("rq", mla.q_lora_rank)}), "attn.q_a_proj", grp);
+    // Megatron local spec: linear_q_down_proj is a ColumnParallelLinear whose [s, b, rq/t] output is
+    // gathered along rq (multi_latent_attention.py l.650-655); under SP scatter_to_sequence_parallel_region
+    // slices it with input_[a:b].contiguous() (mappings.py l.60-81), a view: q_layernorm keeps the
+    // whole gathered [s, b, rq] storage (measured: megatron_mla_validation.py, tp4-sp cases). The TE
+    // spec's duplicated TELinear yields [s/t, b, rq] directly.
+    const Dim q_seq = megatron && !c.te ? c.s_tp : c.s_rep;
+    int qa = linear(g, c, x, {q_seq, c.b, Dim::lit("rq", mla.q_lora_rank)}, "attn.q_a_proj", grp);
     g.mcore_tag |= up_norm_tag;
     int qn = norm(g, c, qa, rows, Dim::lit("rq", mla.q_lora_rank), "attn.q_a_norm", Group::kNorms);
     g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
@@ -570,6 +576,9 @@ int latent_attention(Builder& g, const Context& c, int x) {
   // q is split into nope/rope parts and re-concatenated: the projection output is not kept itself.
   int ckv = linear(g, c, x, cat(rows, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
                    "attn.kv_a_proj_with_mqa", grp);
+  // Local spec under SP: kv_compressed, a strided view of the gathered kv_combined, is sliced to
+  // s/t by a .contiguous() copy [s/t, b, rkv] that the norm keeps instead: s/t·b·dr·e less than
+  // counted here (not modeled: the graph does not know SP; measured within 1 %, tp-sp cases).
   g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
   g.mcore_tag |= up_norm_tag;
   int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
