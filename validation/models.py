@@ -945,14 +945,19 @@ class MegatronLayer(nn.Module):
 class MegatronModel(nn.Module):
     def __init__(self, cfg: ModelConfig, run: RunConfig):
         super().__init__()
-        if cfg.traits.moe or cfg.traits.qkv == "mla":
-            raise ValueError("megatron style MoE / MLA is not implemented in the reference models")
+        mla = cfg.traits.qkv == "mla"
+        if cfg.traits.moe and any(cfg.is_moe_layer(i) for i in range(cfg.layers)):
+            raise ValueError("megatron style MoE is not implemented in the reference models")
         self.cfg, self.run = cfg, run
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
         if cfg.family == "gpt2":
             self.pos_embed = nn.Embedding(cfg.max_positions, cfg.hidden)
             self.final_b = nn.Parameter(torch.zeros(cfg.hidden))
-        self.layers = nn.ModuleList(MegatronLayer(cfg, run) for _ in range(cfg.layers))
+        if mla:  # multi-latent attention, dense MLP (megatron_mla_models.py)
+            from megatron_mla_models import MegatronMLALayer as layer_cls
+        else:
+            layer_cls = MegatronLayer
+        self.layers = nn.ModuleList(layer_cls(cfg, run) for _ in range(cfg.layers))
         self.final_w = nn.Parameter(torch.ones(cfg.hidden))
         if not cfg.tie_embeddings:
             self.output_layer = _linear(cfg.hidden, cfg.vocab, False)
@@ -967,6 +972,8 @@ class MegatronModel(nn.Module):
                 position_ids = torch.arange(s).repeat(b, 1)
                 x = x + self.pos_embed(position_ids)
                 rope = None
+            elif cfg.traits.qkv == "mla":
+                rope = None  # gpt_model.py l.183: with MLA the attention module owns its RoPE
             else:
                 rope = megatron_rotary_freqs(s, cfg.head_dim)
             x = x.transpose(0, 1).contiguous()  # [s, b, h]

@@ -219,11 +219,11 @@ class FusedAttnFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v):
-        s, b, a, d = q.shape
+        s, b, a = q.shape[:3]
         p = (1, 2, 0, 3)
         with torch.no_grad():
             o, lse = _attention_math(q.permute(p), k.permute(p), v.permute(p))
-            out = o.permute(2, 0, 1, 3).contiguous().view(s, b, a * d)
+            out = o.permute(2, 0, 1, 3).contiguous().view(s, b, -1)  # np·hn_v (MLA: v head dim)
             stats = lse.reshape(b, a, s, 1).contiguous()
             rng_state = torch.zeros(2, dtype=torch.int64)  # torch::empty({2}) (attention.cpp l.235)
         ctx.save_for_backward(q, k, v, out, stats, rng_state)
@@ -232,11 +232,11 @@ class FusedAttnFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         q, k, v = ctx.saved_tensors[:3]
-        s, b, a, d = q.shape
+        s, b = q.shape[:2]
         p = (1, 2, 0, 3)
 
         def fn(qq, kk, vv):
-            return _attention_math(qq.permute(p), kk.permute(p), vv.permute(p))[0].permute(2, 0, 1, 3).reshape(s, b, a * d)
+            return _attention_math(qq.permute(p), kk.permute(p), vv.permute(p))[0].permute(2, 0, 1, 3).reshape(s, b, -1)
 
         return tuple(_grads(fn, (q, k, v), grad))
 
@@ -552,8 +552,8 @@ def _key(t):
     return t.storage().data_ptr()
 
 
-def measure(cfg, run, opts, seed=0, backward=False, par=None):
-    model = build(cfg, run, opts, seed, par)
+def measure(cfg, run, opts, seed=0, backward=False, par=None, build_fn=None):
+    model = build_fn(cfg, run, opts, seed) if build_fn else build(cfg, run, opts, seed, par)
     g = torch.Generator().manual_seed(seed)
     seq = run.seq_len // (par.cp if par else 1)  # a CP rank's tokens
     ids = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=g)

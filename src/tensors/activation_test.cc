@@ -293,9 +293,12 @@ TEST(ActivationMegatron, DeepSeekV3MlaMoeFlash) {
   auto r = run(deepseek_v3(), {.seq_len = s, .micro_batch = b, .framework = Framework::kMegatron});
   // MLA: norm input 2Th + rstd; down-projections' input 2Th; q_a output kept by q_a_norm + rstd;
   // q_a_norm output 2·T·rq; kv_a output 2·T·(rkv+dr) (the norm reads a view) + rstd; kv_a_norm output;
-  // kv_b output 2·T·a·(dn+dv) (v is a view); q, k 2·T·a·dqk; flash out 2·T·a·dv; logsumexp 4·a·T.
+  // v 2·T·a·dv, a new tensor (Megatron's fused MLA RoPE splits it out of the kv_b output, which is
+  // not kept: fused_mla_yarn_rope_apply.py _FusedMLARoPEKVSplit; measured, megatron_mla_validation.py);
+  // q, k 2·T·a·dqk; flash out 2·T·a·dv; logsumexp 4·a·T.
   const int64_t mla = 2 * T * h + 4 * T + 2 * T * h + 2 * T * rq + 4 * T + 2 * T * rq + 2 * T * (rkv + dr) + 4 * T +
-                      2 * T * rkv + 2 * T * a * (dn + dv) + 2 * 2 * T * a * dqk + 2 * T * a * dv + 4 * a * T;
+                      2 * T * rkv + 2 * T * a * dv + 2 * 2 * T * a * dqk + 2 * T * a * dv + 4 * a * T;
+  static_assert(dn == 128);  // the nope half of the kv_b output, no longer counted: 2·T·a·dn
   // MoE layer (the middle one): norm input + rstd, router/expert input 2Th; router fp32 probs, top-k;
   // dispatched rows, index; fused [gate|up] output 2·kT·2fe and product 2·kT·fe; expert out; combine;
   // shared expert: [gate|up] 2·T·2fs, product 2·T·fs.

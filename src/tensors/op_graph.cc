@@ -440,7 +440,7 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     // tensors while v is a strided view of the fused QKV output: get_qkv_layout finds no layout and
     // .contiguous()s v (utils.py l.2612-2615), so v is saved as a copy and the QKV output is not kept.
     int v_saved = v;
-    if (v != q)
+    if (v != q && !c.model.mla)  // MLA: q, k, v are three new contiguous tensors (latent_attention)
       v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
                       {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
                       "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
@@ -550,25 +550,65 @@ int latent_attention(Builder& g, const Context& c, int x) {
   const Dim qk = Dim::lit("dqk", mla.qk_head_dim());
   const Dim dv = Dim::lit("dv", mla.v_head_dim);
   const Shape rows{c.s_rep, c.b};  // the down projections are replicated across TP
+  const bool megatron = c.rules.framework == Framework::kMegatron;
+  // Megatron's TE spec fuses q_layernorm / kv_layernorm into linear_q_up_proj / linear_kv_up_proj
+  // (TELayerNormColumnParallelLinear, gpt_layer_specs.py get_gpt_layer_with_transformer_engine_submodules):
+  // under recompute_modules mla_up_proj the norm runs inside the checkpoint (te_rules.h kTagMlaUpNorm).
+  const uint8_t up_norm_tag = megatron && c.te ? kTagMlaUpNorm : 0;
   if (mla.q_lora_rank > 0) {
-    int qa = linear(g, c, x, cat(rows, {Dim::lit("rq", mla.q_lora_rank)}), "attn.q_a_proj", grp);
+    // Megatron local spec: linear_q_down_proj is a ColumnParallelLinear whose [s, b, rq/t] output is
+    // gathered along rq (multi_latent_attention.py l.650-655); under SP scatter_to_sequence_parallel_region
+    // slices it with input_[a:b].contiguous() (mappings.py l.60-81), a view: q_layernorm keeps the
+    // whole gathered [s, b, rq] storage (measured: megatron_mla_validation.py, tp4-sp cases). The TE
+    // spec's duplicated TELinear yields [s/t, b, rq] directly.
+    const Dim q_seq = megatron && !c.te ? c.s_tp : c.s_rep;
+    int qa = linear(g, c, x, {q_seq, c.b, Dim::lit("rq", mla.q_lora_rank)}, "attn.q_a_proj", grp);
+    g.mcore_tag |= up_norm_tag;
     int qn = norm(g, c, qa, rows, Dim::lit("rq", mla.q_lora_rank), "attn.q_a_norm", Group::kNorms);
+    g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
     linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_b_proj", grp);
+  } else if (megatron && c.te) {
+    // mla_qk_norm_config.py _resolve_mla_qk_layernorm: without q LoRA, qk_layernorm makes
+    // linear_q_proj a TELayerNormColumnParallelLinear: a norm over h on the layer's normed input
+    // (kept anyway), its rsigma and ln_out (measured: megatron_mla_validation.py, nolora-te cases).
+    g.mcore_tag |= up_norm_tag;
+    int qn = norm(g, c, x, rows, c.h, "attn.q_norm", Group::kNorms);
+    g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
+    linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   } else {
     linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   }
   // q is split into nope/rope parts and re-concatenated: the projection output is not kept itself.
   int ckv = linear(g, c, x, cat(rows, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
                    "attn.kv_a_proj_with_mqa", grp);
+  // Local spec under SP: kv_compressed, a strided view of the gathered kv_combined, is sliced to
+  // s/t by a .contiguous() copy [s/t, b, rkv] that the norm keeps instead: s/t·b·dr·e less than
+  // counted here (not modeled: the graph does not know SP; measured within 1 %, tp-sp cases).
   g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  g.mcore_tag |= up_norm_tag;
   int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
+  g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
   int kvb = linear(g, c, kvn,
                    {c.s_tp, c.b, c.q_heads, Dim::lit("(dn+dv)", mla.qk_nope_head_dim + mla.v_head_dim)},
                    "attn.kv_b_proj", grp);
   g.at(kvb).note = "k_nope and v are views of it";
+  // query, key and value: what qkv_up_proj_and_rope_apply returns (multi_latent_attention.py
+  // l.855-981), the outputs recompute_modules mla_up_proj discards after core attention saved them.
+  const uint8_t outer = g.mcore_tag;
+  if (megatron) g.mcore_tag |= kTagMlaUpOut;
   int query = g.add("attn.q", grp, "cat(q_nope, rope(q_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int value = kvb;
+  if (megatron) {
+    // multi_latent_attention.py l.881-904: fused_apply_mla_rope_for_kv writes key and value into
+    // new tensors (fused_mla_yarn_rope_apply.py _FusedMLARoPEKVSplit l.785-786, kv.new_empty);
+    // unfused, `value.contiguous()` (l.980) copies the strided v: either way the kv_up output
+    // [s, b, n, dn+dv] is not kept, a [s, b, n, dv] value is (measured:
+    // validation/megatron_mla_validation.py). HF keeps the kv_b_proj output (v is a view of it).
+    value = g.add("attn.v", grp, "fused MLA RoPE (kv split)", {c.s_tp, c.b, c.q_heads, dv}, c.e,
+                  "v split out of the kv up projection into a new tensor; the projection output is not kept");
+  }
+  g.mcore_tag = outer;
   Dim v_dim = dv;
   // modeling_deepseek_v3.py pads only under flash_attention_2; sdpa takes v at its own head dim.
   const bool pad = c.workload.attention == AttentionImpl::kFlash && c.rules.flash_pads_v &&
@@ -975,7 +1015,9 @@ Graph build_shared(const Context& c) {
       }
     }
   }
-  if (rot > 0 && c.rules.framework == Framework::kMegatron) {  // torchtitan's freqs_cis is a buffer
+  // Megatron: gpt_model.py l.183 builds no model-level rotary_pos_emb with MLA (the attention
+  // module owns its RoPE; the fused MLA kernels keep its cos/sin buffers), so none is passed in.
+  if (rot > 0 && c.rules.framework == Framework::kMegatron && !c.model.mla) {  // torchtitan's freqs_cis is a buffer
     int id = g.add("rope.freqs", Group::kShared, "rotary_pos_emb", {c.s_tp, dr}, DType::kFP32,
                    "the fp32 rotary frequencies, a checkpoint input of every layer");
     g.at(id).checkpoint_input = true;

@@ -41,9 +41,15 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
                  "SwiGLU); MoE grouped GEMM and MLA under fp8 are not; drop @fp8"};
   if (o.recompute_modules & ~kRecomputeModulesModeled)
     return Error{ErrorKind::kIncompatible, "recompute_modules",
-                 fmt::format("@recompute_modules {}: only core_attn, layernorm and mlp are modeled; moe_act, moe, "
-                             "shared_experts and mla_up_proj are not yet",
+                 fmt::format("@recompute_modules {}: only core_attn, layernorm, mlp and mla_up_proj are modeled; "
+                             "moe_act, moe and shared_experts are not yet",
                              recompute_modules_name(o.recompute_modules & ~kRecomputeModulesModeled))};
+  // transformer_config.py l.1969-1973: "mla_up_proj in recompute_modules is only supported with
+  // multi_latent_attention."
+  if ((o.recompute_modules & kRecomputeMlaUpProj) && !m.mla)
+    return Error{ErrorKind::kIncompatible, "recompute_modules",
+                 "@recompute_modules mla_up_proj recomputes multi-latent attention's up projections; this model "
+                 "has no MLA (no kv_lora_rank); drop mla_up_proj"};
   return {};
 }
 
@@ -80,15 +86,33 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
       const bool mlp_norm = (st.mcore_tag & kTagMlpNorm) && !fused_mlp_norm;
       if (attn_norm || mlp_norm) keep = false;
     }
+    if (mods & kRecomputeMlaUpProj) {
+      // multi_latent_attention.py l.983-988, l.455-458: qkv_up_proj_and_rope_apply runs under
+      // CheckpointWithoutOutput (no_grad: the up projections, their fused TE norms and RoPE save
+      // nothing; its inputs q_compressed, kv_compressed, k_pos_emb are kept), and after core
+      // attention saved query, key, value, discard_output_and_register_recompute frees them.
+      if (st.mcore_tag & (kTagMlaUpOut | kTagMlaUpNorm)) keep = false;
+    }
     st.selective_rule = keep ? 1 : 0;
   }
 }
 
 double selective_recompute_macs(const ModelSpec& m, const Workload& w, const LayerSpec& layer) {
-  if (w.framework != Framework::kMegatron || layer.moe || !(w.megatron.recompute_modules & kRecomputeMlp)) return 0;
+  if (w.framework != Framework::kMegatron) return 0;
+  const unsigned mods = w.megatron.recompute_modules;
   const double h = static_cast<double>(m.hidden);
-  const double f = static_cast<double>(layer.ffn);
-  return (m.gated_mlp ? 3.0 : 2.0) * h * f;
+  double macs = 0;
+  if (!layer.moe && (mods & kRecomputeMlp)) macs += (m.gated_mlp ? 3.0 : 2.0) * h * static_cast<double>(layer.ffn);
+  if (m.mla && (mods & kRecomputeMlaUpProj)) {
+    // linear_q_up_proj (q_lora_rank -> n·dqk) or linear_q_proj (h -> n·dqk), linear_kv_up_proj
+    // (kv_lora_rank -> n·(dn+dv)), rerun in backward (multi_latent_attention.py l.855-878)
+    const MlaSpec& a = *m.mla;
+    const double n = static_cast<double>(m.num_heads);
+    const double q_in = a.q_lora_rank > 0 ? static_cast<double>(a.q_lora_rank) : h;
+    macs += q_in * n * static_cast<double>(a.qk_head_dim()) +
+            static_cast<double>(a.kv_lora_rank) * n * static_cast<double>(a.qk_nope_head_dim + a.v_head_dim);
+  }
+  return macs;
 }
 
 bool te_fp8_weight_cache_on(const Workload& w, int zero_stage) {

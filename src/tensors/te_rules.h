@@ -21,6 +21,8 @@ enum McoreTag : uint8_t {
   kTagMlpNorm = 1u << 1,   // pre_mlp_layernorm (local spec; TE: fused into fc1 for dense layers)
   kTagMlp = 1u << 2,       // inside self.mlp (TE: fc1's LayerNormLinear norm included)
   kTagMlpInput = 1u << 3,  // what self.mlp receives: the checkpoint input under recompute "mlp"
+  kTagMlaUpOut = 1u << 4,  // MLA query, key, value: qkv_up_proj_and_rope_apply's outputs
+  kTagMlaUpNorm = 1u << 5, // MLA q/kv layernorm inside the TE up projections (LayerNormLinear)
 };
 
 /// The Megatron options against the model and the rest of the workload: they apply to framework
@@ -39,11 +41,15 @@ bool te_fused_mlp_norm(const ModelSpec& model, const Workload& workload, bool mo
 /// CheckpointFunction / CheckpointWithoutOutput):
 ///  - core_attn: what core attention saves is dropped; q, k, v (its checkpoint inputs) are kept;
 ///  - layernorm: a separate norm module's saves and output are dropped (its input is kept);
-///  - mlp (dense layers): everything the MLP creates is dropped; its input is kept.
+///  - mlp (dense layers): everything the MLP creates is dropped; its input is kept;
+///  - mla_up_proj (MLA): query, key, value are dropped (CheckpointWithoutOutput frees them after
+///    core attention saved them), and under the TE spec the q/kv norms fused into the up
+///    projections (their rstd and output); the up projections' inputs stay (checkpoint inputs).
 void apply_recompute_modules(Graph& g, const ModelSpec& model, const Workload& workload, bool moe_layer);
 
 /// Multiply-accumulates per token that --recompute-modules reruns in linears: the dense MLP's
-/// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp; 0 otherwise.
+/// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp, plus MLA's up
+/// projections (q_up rq·n·dqk or q_proj h·n·dqk, kv_up rkv·n·(dn+dv)) with mla_up_proj; 0 otherwise.
 double selective_recompute_macs(const ModelSpec& model, const Workload& workload, const LayerSpec& layer);
 
 /// Report notes for the Megatron options (empty for the default local spec); `cp` the layout's
