@@ -12,6 +12,7 @@
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
+#include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/te_rules.h"  // megatron_notes
 
 namespace actmem::detail {
@@ -215,7 +216,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "and the loss transient, are the 4.57 rules"
                         : "hf rules: transformers 4.57 (hf_version; 5, the default, and 4.44 are the other choices)");
   for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.tp)) notes.push_back(std::move(note));
-  if (w.attention == AttentionImpl::kSdpa)
+  if (w.attention == AttentionImpl::kSdpa && w.packed_docs == 0)  // packed: its own note (packed_docs.h)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.framework == Framework::kTorchtitan) {
     notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
@@ -447,6 +448,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   }
   if (!p.param_only) {
     for (auto& note : grad_accum_notes(p.workload, o)) e.notes.push_back(std::move(note));
+    for (auto& note : packed_docs_notes(p.workload, o)) e.notes.push_back(std::move(note));
   }
 
   if (p.param_only) {
