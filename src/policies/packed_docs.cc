@@ -17,7 +17,7 @@ std::vector<std::string> packed_docs_notes(const Workload& w, const Layout& l) {
       notes.push_back(fmt::format(
           "packed rows, flash: flash_attn_varlen_func saves each layer's int32 cu_seqlens ({} + 1 entries, "
           "prepare_fa_kwargs_from_position_ids); attention FLOPs are per document, 2·b·a·s·(s/N)·(d_qk + d_v) for "
-          "N equal documents (unequal ones cost more: Σ len²)",
+          "N equal documents (each document's full square, no causal halving; unequal ones cost more: Σ len²)",
           n));
       break;
     case AttentionImpl::kSdpa:

@@ -282,7 +282,8 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                                 par.vpp > 1 ? " on its first chunk (Korthikanti factor 1 + (p−1)/(p·v))" : ""));
   if (w.framework == Framework::kHF && par.tp * par.cp > 1)
     notes.push_back("HF has no tensor/context parallelism of its own: sharded as Megatron would shard the same tensors");
-  notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
+  if (w.packed_docs == 0 || w.attention != AttentionImpl::kFlash)  // packed flash: per document (packed_docs.h)
+    notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
   if (w.framework == Framework::kMegatron && model.norm == NormKind::kLayerNorm && !model.is_moe() && !model.mla &&
       !model.gated_mlp)
     notes.push_back("Korthikanti et al. 2022 Eq. 1 (34·s·b·h + 5·a·s²·b) leaves out the fp32 LayerNorm statistics "

@@ -1012,7 +1012,8 @@ Graph build_shared(const Context& c) {
   }
   if (hf && !c.model.learned_positions) {  // GPT-2's wpe saves this storage already (embedding)
     int id = g.add("checkpoint.position_ids", Group::kShared, "checkpoint input", {c.s_tp}, DType::kINT64,
-                   "cache_position (position_ids is a view of it), passed to every decoder layer");
+                   c.packed ? "cache_position, passed to every decoder layer"
+                            : "cache_position (position_ids is a view of it), passed to every decoder layer");
     g.at(id).checkpoint_input = true;
   }
   if (c.packed) {  // DataCollatorWithFlattening's position_ids: the model receives them, LlamaModel passes them on
@@ -1204,19 +1205,19 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
   const FrameworkRules& rules = rules_for(w.framework);
   const HfModelTraits traits = hf_traits(model);
   Context c{model,
-                  w,
-                  rules,
-                  variant,
-                  w.dtype,
-                  // torchtitan's Llama has no dropout module at all
-                  w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
-                  w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
-                      ? 0.0
-                      : w.attention_dropout.value_or(model.attention_dropout),
-                  w.attention != AttentionImpl::kEager,
-                  rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
-                  w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
-                  w.framework == Framework::kHF ? traits : HfModelTraits{}};
+            w,
+            rules,
+            variant,
+            w.dtype,
+            // torchtitan's Llama has no dropout module at all
+            w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
+            w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
+                ? 0.0
+                : w.attention_dropout.value_or(model.attention_dropout),
+            w.attention != AttentionImpl::kEager,
+            rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
+            w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
+            w.framework == Framework::kHF ? traits : HfModelTraits{}};
   c.packed = w.packed_docs > 0 && w.framework == Framework::kHF;
   GraphSet set;
   const auto grads = layer_grads(model, w);
