@@ -155,6 +155,79 @@ class FlashAttentionFn(torch.autograd.Function):
         return gq, gk, gv, None
 
 
+def _varlen_math(q, k, v, cu_seqlens):
+    """q: (total, a, d), k/v: (total, kv, d); causal attention inside each document
+    [cu_seqlens[i], cu_seqlens[i + 1]). Returns out (total, a, d) and fp32 logsumexp (a, total)."""
+    outs, lses = [], []
+    bounds = cu_seqlens.tolist()
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        perm = (1, 0, 2)  # (len, heads, d) -> (heads, len, d): one batch row of _attention_math
+        o, lse = _attention_math(q[start:end].permute(perm)[None], k[start:end].permute(perm)[None],
+                                 v[start:end].permute(perm)[None])
+        outs.append(o[0].permute(perm))
+        lses.append(lse[0])
+    return torch.cat(outs), torch.cat(lses, dim=-1)
+
+
+class VarlenFlashAttentionFn(torch.autograd.Function):
+    """flash_attn_varlen_func (flash-attn 2.x FlashAttnVarlenFunc): saves q, k, v as given (total,
+    heads, d), its output, the fp32 logsumexp (heads, total) and cu_seqlens_q / cu_seqlens_k (int32,
+    documents + 1; transformers passes one tensor for both, prepare_fa_kwargs_from_position_ids).
+    Attention never crosses a document boundary."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k):
+        with torch.no_grad():
+            out, lse = _varlen_math(q, k, v, cu_seqlens_q)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+        with torch.enable_grad():
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            o, _ = _varlen_math(qq, kk, vv, cu_q)
+            gq, gk, gv = torch.autograd.grad(o, (qq, kk, vv), grad)
+        return gq, gk, gv, None, None
+
+
+def _biased_math(q, k, v, bias):
+    """q, k, v: (b, heads, s, d) (k, v already at every query head); bias (b, 1, s, s) additive."""
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1]) + bias.float()
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.matmul(torch.softmax(scores, dim=-1), v.float()).to(q.dtype)
+    return out, lse
+
+
+class EfficientAttentionBiasFn(torch.autograd.Function):
+    """torch SDPA with a mask on CUDA (torch >= 2.6), read from aten/src/ATen/native/transformers/
+    attention.cpp: scaled_dot_product_attention converts a bool attn_mask to a float bias in the query
+    dtype (convert_boolean_attn_mask: where(mask.logical_not(), -inf, 0)) - one new (b, 1, s, s)
+    tensor per call - and, the flash kernel taking no mask, runs _scaled_dot_product_efficient_attention,
+    whose backward (derivatives.yaml) needs query, key, value, attn_bias, output and logsumexp: all
+    saved. The output is allocated (b, s, heads, d) and returned as its (b, heads, s, d) transpose.
+    Takes the bool mask and makes the bias inside, as the call does; q, k, v (b, heads, s, d)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bool_mask):
+        with torch.no_grad():
+            bias = torch.zeros(bool_mask.shape, dtype=q.dtype).masked_fill(bool_mask.logical_not(), float("-inf"))
+            out, lse = _biased_math(q, k, v, bias)
+            out = out.transpose(1, 2).contiguous()  # (b, s, heads, d) storage
+        ctx.save_for_backward(q, k, v, bias, out, lse)
+        return out.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, bias, out, lse = ctx.saved_tensors
+        with torch.enable_grad():
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            o, _ = _biased_math(qq, kk, vv, bias)
+            gq, gk, gv = torch.autograd.grad(o, (qq, kk, vv), grad)
+        return gq, gk, gv, None
+
+
 class ScaleMaskSoftmaxFn(torch.autograd.Function):
     """Megatron fused upper-triangular scale-mask-softmax: saves its output in the activation
     dtype (computed in fp32 inside the kernel). Input (B, s, s) scores."""
@@ -429,6 +502,36 @@ def self_check():
     close("FlashAttentionFn sbhd out", oa.transpose(0, 1), oc)
     for x1, x2 in zip(ref_grads, torch.autograd.grad(oc, rc, go.transpose(0, 1))):
         close("FlashAttentionFn sbhd grad", x1.transpose(0, 1), x2)
+
+    # varlen flash: two documents of 3 and 2 tokens vs FlashAttentionFn on each alone
+    qv, kv_, vv = (t[0].clone() for t in (q, k, v))  # (5, heads, d)
+    cu = torch.tensor([0, 3, 5], dtype=torch.int32)
+    ra = [t.clone().requires_grad_() for t in (qv, kv_, vv)]
+    oa = VarlenFlashAttentionFn.apply(*ra, cu, cu)
+    for lo, hi in ((0, 3), (3, 5)):
+        rb = [t[lo:hi].clone()[None].requires_grad_() for t in (qv, kv_, vv)]
+        ob = FlashAttentionFn.apply(*rb, "bshd")
+        close("VarlenFlashAttentionFn out", oa[lo:hi], ob[0])
+        ga = torch.autograd.grad(oa[lo:hi], ra, go[0, lo:hi], retain_graph=True)
+        gb = torch.autograd.grad(ob, rb, go[:1, lo:hi])
+        for x1, x2 in zip(ga, gb):
+            close("VarlenFlashAttentionFn grad", x1[lo:hi], x2[0])
+
+    # efficient attention with a packed bool mask vs plain ops on the additive mask
+    qe = torch.randn(2, 4, 5, 8, dtype=torch.float64)
+    ke, ve = torch.randn_like(qe), torch.randn_like(qe)
+    doc = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 1, 1, 1]])
+    ar = torch.arange(5)
+    allowed = (ar[None, None, :, None] >= ar[None, None, None, :]) & (doc[:, None, :, None] == doc[:, None, None, :])
+    ra = [t.clone().requires_grad_() for t in (qe, ke, ve)]
+    rb = [t.clone().requires_grad_() for t in (qe, ke, ve)]
+    add = torch.zeros(allowed.shape, dtype=qe.dtype).masked_fill(~allowed, float("-inf"))
+    oa = torch.softmax(ra[0] @ ra[1].transpose(-1, -2) / math.sqrt(8) + add, -1) @ ra[2]
+    ob = EfficientAttentionBiasFn.apply(*rb, allowed)
+    close("EfficientAttentionBiasFn out", oa, ob)
+    ge = torch.randn_like(oa)
+    for x1, x2 in zip(torch.autograd.grad(oa, ra, ge), torch.autograd.grad(ob, rb, ge)):
+        close("EfficientAttentionBiasFn grad", x1, x2)
 
     # scale-mask-softmax
     sc = torch.randn(3, 5, 5, dtype=torch.float64)

@@ -193,6 +193,7 @@ FAMILY_TRAITS = {
                                 qk_norm_after_transpose=True),
     "falcon": FamilyTraits(norm="layer", qkv="falcon", mlp="gelu", softmax_fp32=False, layer="falcon"),
     "llama": FamilyTraits(),
+    "mistral": FamilyTraits(),  # MistralForCausalLM: Llama's blocks (sliding_window longer than every case's s)
     "qwen2": FamilyTraits(),
     "mixtral": FamilyTraits(moe="mixtral"),
     "gemma": FamilyTraits(norm="gemma_rms", mlp="geglu_tanh", embed_scale=True),
@@ -226,6 +227,9 @@ class RunConfig:
     checkpoint: str = "reentrant"
     hf_version: str = "4.57"  # hf: transformers code layout, 4.57, 4.44 (the loss) or 5 (MoE experts)
     experts_impl: str = "grouped_mm"  # hf_version 5: config._experts_implementation (hf5_models.py)
+    # hf: N documents packed in each row (DataCollatorWithFlattening's position_ids restarting per
+    # document, no attention_mask; actmem --packed-docs N); 0 = unpacked rows
+    packed_docs: int = 0
 
     @property
     def torch_dtype(self):
@@ -246,6 +250,26 @@ def _rope_tables(seq_len, head_dim, dtype, theta=10000.0):
     freqs = torch.outer(positions, inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)[None]
     return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rope_tables_from_ids(position_ids, head_dim, dtype, theta=10000.0):
+    """LlamaRotaryEmbedding.forward with (b, s) position ids: inv_freq expanded to the batch, freqs =
+    (inv_freq @ position_ids).transpose(1, 2), cos/sin of cat(freqs, freqs) in fp32 cast to the
+    activation dtype: (b, s, d), one row per sequence."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    b = position_ids.shape[0]
+    freqs = (inv_freq[None, :, None].expand(b, -1, 1) @ position_ids[:, None, :].float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def packed_position_ids(seq_len, docs, batch):
+    """DataCollatorWithFlattening's position_ids for `docs` documents of seq_len // docs tokens per row
+    (the last takes the remainder), restarting at 0 per document: a (b, s) int64 tensor."""
+    size = seq_len // docs
+    lengths = [size] * (docs - 1) + [seq_len - size * (docs - 1)]
+    row = torch.cat([torch.arange(n) for n in lengths])
+    return row.repeat(batch, 1)
 
 
 @functools.lru_cache(maxsize=32)
@@ -423,6 +447,13 @@ class HFAttention(nn.Module):
             k = hf_apply_rope(k, cos, sin)
         if run.attention == "eager":
             out = self._eager(q, k, v, mask)
+        elif run.packed_docs and run.attention == "flash":
+            out = self._flash_varlen(q, k, v, mask)
+        elif run.packed_docs and run.attention == "sdpa":
+            # sdpa_attention_forward with a mask: repeat_kv (use_gqa_in_sdpa is False), then torch SDPA
+            groups = cfg.heads // cfg.kv_heads
+            out = ops.EfficientAttentionBiasFn.apply(q, hf_repeat_kv(k, groups), hf_repeat_kv(v, groups), mask)
+            out = out.transpose(1, 2).contiguous()  # already (b, s, heads, d) in memory: no copy
         else:
             # flash_attention_2 / sdpa: (b, s, heads, d) views go to the kernel as they are
             out = ops.FlashAttentionFn.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bshd")
@@ -431,6 +462,20 @@ class HFAttention(nn.Module):
         if cfg.family in ("gpt2", "gpt_bigcode"):
             out = ops.dropout(out, run.hidden_dropout)  # resid_dropout
         return out
+
+    def _flash_varlen(self, q, k, v, position_ids):
+        """_flash_attention_forward on a packed row (batch 1): _is_packed_sequence, then _prepare_from_posids:
+        q, k, v (b, s, heads, d) .contiguous().view(-1, heads, d) and prepare_fa_kwargs_from_position_ids'
+        int32 cu_seq_lens_q = cat(nonzero(position_ids == 0), [total]), cu_seq_lens_k the same tensor;
+        flash_attn_varlen_func, output viewed back to (b, s, heads, d). `position_ids` come in the mask slot."""
+        b, _, s, d = q.shape
+        q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+        q, k, v = (t.view(-1, t.shape[2], d) for t in (q, k, v))
+        flat = position_ids.view(-1)
+        starts = (flat == 0).nonzero().view(-1)
+        cu_seqlens = torch.cat((starts.to(torch.int32), torch.tensor(flat.size(), dtype=torch.int32)))
+        out = ops.VarlenFlashAttentionFn.apply(q, k, v, cu_seqlens, cu_seqlens)
+        return out.view(b, s, out.shape[1], d)
 
     def _falcon(self, x, rope, mask):
         """FalconAttention / FalconFlashAttention2.forward without alibi."""
@@ -788,6 +833,8 @@ class HFModel(nn.Module):
             # cache_position.unsqueeze(0), a (1, s) view of the same int64 storage
             cache_position = torch.arange(s)
             position_ids = cache_position.unsqueeze(0)
+            if run.packed_docs:  # the collator's (b, s) position ids, a model input of its own
+                position_ids = packed_position_ids(s, run.packed_docs, b)
             if cfg.traits.learned_positions:
                 x = ops.dropout(x + self.pos_embed(position_ids), run.hidden_dropout)  # wpe saves position_ids
             else:
@@ -796,7 +843,10 @@ class HFModel(nn.Module):
                     x = x * torch.tensor(cfg.hidden**0.5, dtype=dtype)
                 if cfg.family in ("gpt_neox", "phi"):
                     x = ops.dropout(x, run.hidden_dropout)  # emb_dropout / embed_dropout
-                rope = _rope_tables(s, _rotary_dims(cfg), dtype)
+                if run.packed_docs:
+                    rope = _rope_tables_from_ids(position_ids, _rotary_dims(cfg), dtype)
+                else:
+                    rope = _rope_tables(s, _rotary_dims(cfg), dtype)
             # Gemma3TextModel: rotary_emb_local (rope_local_base_freq) for the sliding layers
             sliding = [cfg.is_sliding(i) for i in range(cfg.layers)]
             two_kinds = any(sliding) and not all(sliding)
@@ -808,7 +858,18 @@ class HFModel(nn.Module):
             if run.attention == "eager":
                 arange = torch.arange(s)
                 allowed = (arange[None, None, None, :] <= arange[None, None, :, None]).expand(b, -1, s, s)
+                if run.packed_docs:  # find_packed_sequence_indices, and-ed in (torch >= 2.6)
+                    doc = (position_ids == 0).cumsum(-1)
+                    allowed = allowed & (doc[:, None, :, None] == doc[:, None, None, :])
                 mask = torch.where(allowed, torch.tensor(0.0, dtype=dtype), torch.finfo(dtype).min)
+            elif run.packed_docs and run.attention == "sdpa":
+                # sdpa_mask with the packed-document mask function: a materialized (b, 1, s, s) bool mask
+                arange = torch.arange(s)
+                doc = (position_ids == 0).cumsum(-1)
+                mask = (arange[None, None, None, :] <= arange[None, None, :, None]) & (
+                    doc[:, None, :, None] == doc[:, None, None, :])
+            elif run.packed_docs and run.attention == "flash":
+                mask = position_ids  # flash_attention_mask is None; the layers read position_ids (_flash_varlen)
             mask_local = mask
             if run.attention == "eager" and two_kinds:  # create_sliding_window_causal_mask: another (b, 1, s, s)
                 near = arange[None, None, None, :] > arange[None, None, :, None] - cfg.sliding_window
@@ -817,6 +878,8 @@ class HFModel(nn.Module):
         if run.recompute == "full":
             for t in (cache_position, mask, *(rope or ())):
                 watch(t)
+            if run.packed_docs:
+                watch(position_ids)
             if rope_local is not rope:
                 for t in rope_local:
                     watch(t)

@@ -503,7 +503,7 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
                "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                "phi3": "Phi3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
                "deepseek_v3": "DeepseekV3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-               "gemma3_text": "Gemma3ForCausalLM"}  # fmt: skip
+               "gemma3_text": "Gemma3ForCausalLM", "mistral": "MistralForCausalLM"}  # fmt: skip
     config = {
         "model_type": cfg.family,
         "architectures": [classes[cfg.family]],
@@ -525,6 +525,8 @@ def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
         config["attention_bias"] = cfg.attention_bias
         if cfg.family == "llama":
             config["mlp_bias"] = False
+    if cfg.family == "mistral":
+        config["sliding_window"] = 4096  # MistralConfig's default; longer than every case's s
     if cfg.family == "mixtral":
         config["num_local_experts"] = cfg.experts
         config["num_experts_per_tok"] = cfg.top_k
@@ -613,7 +615,8 @@ def cli_args(actmem, config_path, run: models.RunConfig, par=None, extra=()):
         "--recompute", run.recompute,
         "--hidden-dropout", str(run.hidden_dropout), "--attention-dropout", str(run.attention_dropout),
         "--hf-version", run.hf_version, "--json",
-    ] + (["--experts-impl", run.experts_impl] if run.hf_version == "5" else []) + parallel + list(extra)  # fmt: skip
+    ] + (["--experts-impl", run.experts_impl] if run.hf_version == "5" else []) + (
+        ["--packed-docs", str(run.packed_docs)] if run.packed_docs else []) + parallel + list(extra)  # fmt: skip
 
 
 def call_actmem(actmem, name, model, run, workdir, par=None, extra=(), check=lambda activations: None):

@@ -16,6 +16,7 @@
 #include "model/weight_tensors.h"  // lm_head_macs_per_token
 #include "tensors/te_rules.h"        // check_megatron_workload
 #include "policies/encoder_checks.h"  // encoders: HF, data parallelism only
+#include "policies/packed_docs.h"    // check_packed_docs, packed_attention_keys
 
 namespace actmem {
 
@@ -417,6 +418,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
   if (!check_frozen_layers(m.num_layers, w, reporter)) return false;
+  if (!check_packed_docs(m, w, l, reporter)) return false;
   if (!check_grad_accum(w, l, reporter)) return false;
 
   const Binding b = bind(p, l);
@@ -446,7 +448,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     kb.rerun = eval(kind.graph.rerun, v);
     // FLOPs (whole model, not per GPU; matmuls 2·m·n·k, attention over the full s×s square as
     // Megatron's MFU formula counts it, or s×window with a sliding window).
-    const double keys = kind.spec.sliding_window > 0 ? static_cast<double>(std::min(l.seq_len, kind.spec.sliding_window)) : sd;
+    // Packed rows under flash: the full square of each document (packed_docs.h).
+    const double keys = packed_attention_keys(w, l.seq_len, kind.spec.sliding_window);
     kb.core_flops = 2.0 * bd * static_cast<double>(m.num_heads) * sd * keys * kind.qk_v_head_dims;
     kb.flops = 2.0 * tokens * kind.macs_per_token + kb.core_flops;
     // What selective recomputation reruns: core attention (Megatron's default recompute_modules), and

@@ -130,6 +130,10 @@ struct Workload {
   // i < N): no gradient or optimizer state for them, and what autograd still saves depends on whether
   // their input needs a gradient (policies/frozen_layers.h; validation/notes/frozen-layers.md).
   int64_t frozen_layers = 0;
+  // Packed rows (padding-free packing, DataCollatorWithFlattening): N documents of s/N tokens in each
+  // row of s tokens, position_ids restarting at 0 per document; 0 = unpacked rows. framework hf only
+  // (policies/packed_docs.h; validation/notes/packed-sequences.md).
+  int64_t packed_docs = 0;
   // Encoders (bert, roberta): the head, "mlm", "classifier[:N]" or "none" (model/encoder_head.h),
   // applied by prepare(); empty = what the config's `architectures` names.
   std::string head;

@@ -190,6 +190,7 @@ nlohmann::json report_json(const Report& r) {
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
   if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
   if (w.frozen_layers != 0) j["inputs"]["frozen_layers"] = w.frozen_layers;
+  if (w.packed_docs != 0) j["inputs"]["packed_docs"] = w.packed_docs;
   if (l.grad_accum != 1) j["inputs"]["grad_accum"] = l.grad_accum;
   if (l.offload_activations) {  // offload.h: saved activations in host memory, not in the GPU total
     j["inputs"]["offload_activations"] = true;

@@ -12,6 +12,7 @@
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
+#include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/te_rules.h"  // megatron_notes
 
 namespace actmem::detail {
@@ -215,7 +216,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "and the loss transient, are the 4.57 rules"
                         : "hf rules: transformers 4.57 (hf_version; 5, the default, and 4.44 are the other choices)");
   for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.cp)) notes.push_back(std::move(note));
-  if (w.attention == AttentionImpl::kSdpa)
+  if (w.attention == AttentionImpl::kSdpa && w.packed_docs == 0)  // packed: its own note (packed_docs.h)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.framework == Framework::kTorchtitan) {
     notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
@@ -281,7 +282,8 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                                 par.vpp > 1 ? " on its first chunk (Korthikanti factor 1 + (p−1)/(p·v))" : ""));
   if (w.framework == Framework::kHF && par.tp * par.cp > 1)
     notes.push_back("HF has no tensor/context parallelism of its own: sharded as Megatron would shard the same tensors");
-  notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
+  if (w.packed_docs == 0 || w.attention != AttentionImpl::kFlash)  // packed flash: per document (packed_docs.h)
+    notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
   if (w.framework == Framework::kMegatron && model.norm == NormKind::kLayerNorm && !model.is_moe() && !model.mla &&
       !model.gated_mlp)
     notes.push_back("Korthikanti et al. 2022 Eq. 1 (34·s·b·h + 5·a·s²·b) leaves out the fp32 LayerNorm statistics "
@@ -447,6 +449,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   }
   if (!p.param_only) {
     for (auto& note : grad_accum_notes(p.workload, o)) e.notes.push_back(std::move(note));
+    for (auto& note : packed_docs_notes(p.workload, o)) e.notes.push_back(std::move(note));
   }
 
   if (p.param_only) {

@@ -232,6 +232,7 @@ struct Context {
   bool te = false;
   bool fp8 = false;
   bool weights_frozen = false;  // a frozen layer (--frozen-layers) whose input needs a gradient (LayerGrad::kFrozen)
+  bool packed = false;  // --packed-docs under the hf rules (policies/packed_docs.h)
   /// The layer's weights take no gradient: every base weight under LoRA, or a frozen layer's.
   bool frozen() const { return workload.lora.enabled() || weights_frozen; }
 
@@ -426,6 +427,28 @@ int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, con
   return linear(g, c, product, cat(rows, {c.h}), prefix + ".down", group);
 }
 
+/// sdpa on packed rows (policies/packed_docs.h): sdpa_attention_forward repeats k and v to every query
+/// head when a mask is given (use_gqa_in_sdpa), and torch's SDPA turns the (b, 1, s, s) bool mask into
+/// a float bias in the query dtype (attention.cpp convert_boolean_attn_mask) for the memory-efficient
+/// kernel, which saves q, k, v, the bias, its output and the fp32 logsumexp for backward.
+int packed_sdpa_attention(Builder& g, const Context& c, int q, int k, int v, bool repeat, const Dim& d_qk,
+                          const Dim& d_v) {
+  const Group grp = Group::kAttention;
+  if (repeat) {
+    k = g.add("attn.k_repeated", grp, "repeat_kv", {c.s_tp, c.b, c.q_heads, d_qk}, c.e,
+              "copy of k at all heads: with a mask sdpa gets no enable_gqa");
+    v = g.add("attn.v_repeated", grp, "repeat_kv", {c.s_tp, c.b, c.q_heads, d_v}, c.e,
+              "copy of v at all heads: with a mask sdpa gets no enable_gqa");
+  }
+  for (int id : {q, k, v}) g.save_core(id);
+  g.save_core(g.add("attn.mask_bias", grp, "sdpa (memory-efficient)", {c.b, c.s_tp, c.s_key}, c.e,
+                    "the bool packed mask as a float bias, made by each layer's sdpa call"));
+  int out = g.add("attn.sdpa_out", grp, "sdpa (memory-efficient)", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
+  g.save_core(out);
+  g.save_core(g.add("attn.logsumexp", grp, "sdpa (memory-efficient)", {c.b, c.q_heads, c.s_tp}, DType::kFP32));
+  return out;
+}
+
 /// Core attention: QKᵀ, softmax, dropout, AV (eager) or one flash kernel. k and v carry
 /// `kv_heads` heads (fewer than q's when `repeat`); q carries c.q_heads. Returns the context
 /// tensor that the output projection reads.
@@ -453,8 +476,14 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
                       "rng_state (seed, offset), present even without dropout"));
     return out;
   }
+  if (c.flash && c.packed && c.workload.attention == AttentionImpl::kSdpa)
+    return packed_sdpa_attention(g, c, q, k, v, repeat, d_qk, d_v);
   if (c.flash) {
     for (int id : {q, k, v}) g.save_core(id);
+    if (c.packed)  // flash_attn_varlen_func (policies/packed_docs.h)
+      g.save_core(g.add("attn.cu_seqlens", grp, "flash_attn_varlen_func",
+                        {Dim::lit("(N+1)", c.workload.packed_docs + 1)}, DType::kINT32,
+                        "cu_seq_lens_q (= cu_seq_lens_k), built from position_ids in each layer"));
     int out = g.add("attn.flash_out", grp, "flash attention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
     g.save_core(out);
     const int lse = g.add("attn.logsumexp", grp, "flash attention", {c.b, c.q_heads, c.s_tp}, DType::kFP32);
@@ -1000,15 +1029,19 @@ Graph build_shared(const Context& c) {
   bool global = false;
   for (const LayerSpec& l : c.model.layers) (l.sliding_window > 0 ? sliding : global) = true;
   const bool two_kinds = c.hf.local_rope_and_mask && sliding && global;
+  // Packed rows: cos/sin come from the collator's (b, s) position_ids, one row per sequence.
+  const Shape table = c.packed ? Shape{c.s_tp, c.b, dr} : Shape{c.s_tp, dr};
   if (rot > 0 && c.rules.rope_saves_cos_sin) {
     for (const char* name : {"rope.cos", "rope.sin"}) {
-      int id = g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e, "one table for all layers (batch dim broadcast)");
+      int id = g.add(name, Group::kShared, "RoPE", table, c.e,
+                     c.packed ? "one (b, s, d) table for all layers, from the packed position ids"
+                              : "one table for all layers (batch dim broadcast)");
       g.save(id);
       g.at(id).checkpoint_input = hf;  // position_embeddings, passed to every decoder layer
     }
     if (two_kinds) {
       for (const char* name : {"rope.local_cos", "rope.local_sin"}) {
-        int id = g.add(name, Group::kShared, "RoPE", {c.s_tp, dr}, c.e,
+        int id = g.add(name, Group::kShared, "RoPE", table, c.e,
                        "the sliding layers' table (rope_local_base_freq); passed to every layer");
         g.save(id);
         g.at(id).checkpoint_input = true;
@@ -1026,8 +1059,25 @@ Graph build_shared(const Context& c) {
   }
   if (hf && !c.model.learned_positions) {  // GPT-2's wpe saves this storage already (embedding)
     int id = g.add("checkpoint.position_ids", Group::kShared, "checkpoint input", {c.s_tp}, DType::kINT64,
-                   "cache_position (position_ids is a view of it), passed to every decoder layer");
+                   c.packed ? "cache_position, passed to every decoder layer"
+                            : "cache_position (position_ids is a view of it), passed to every decoder layer");
     g.at(id).checkpoint_input = true;
+  }
+  if (c.packed) {  // DataCollatorWithFlattening's position_ids: the model receives them, LlamaModel passes them on
+    int id = g.add("checkpoint.packed_position_ids", Group::kShared, "checkpoint input", {c.s_tp, c.b}, DType::kINT64,
+                   "the collator's (b, s) position_ids, restarting per document, passed to every decoder layer");
+    g.at(id).checkpoint_input = true;
+  }
+  if (c.packed && c.workload.attention == AttentionImpl::kSdpa) {
+    // masking_utils.sdpa_mask with the packed-document mask function and-ed in: no is_causal skip.
+    int id = g.add("checkpoint.packed_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, DType::kBool,
+                   "sdpa_mask: the (b, 1, s, s) bool packed causal mask, passed to every decoder layer");
+    g.at(id).checkpoint_input = true;
+    if (two_kinds) {
+      int local = g.add("checkpoint.packed_sliding_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key},
+                        DType::kBool, "the sliding-window packed (b, 1, s, s) bool mask, passed to every sliding layer");
+      g.at(local).checkpoint_input = true;
+    }
   }
   if (hf && c.model.encoder && c.workload.attention == AttentionImpl::kEager) {
     // BertModel.forward: attention_mask = torch.ones((b, s)); get_extended_attention_mask gives the
@@ -1201,20 +1251,21 @@ bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
   const FrameworkRules& rules = rules_for(w.framework);
   const HfModelTraits traits = hf_traits(model);
-  const Context c{model,
-                  w,
-                  rules,
-                  variant,
-                  w.dtype,
-                  // torchtitan's Llama has no dropout module at all
-                  w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
-                  w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
-                      ? 0.0
-                      : w.attention_dropout.value_or(model.attention_dropout),
-                  w.attention != AttentionImpl::kEager,
-                  rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
-                  w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
-                  w.framework == Framework::kHF ? traits : HfModelTraits{}};
+  Context c{model,
+            w,
+            rules,
+            variant,
+            w.dtype,
+            // torchtitan's Llama has no dropout module at all
+            w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
+            w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
+                ? 0.0
+                : w.attention_dropout.value_or(model.attention_dropout),
+            w.attention != AttentionImpl::kEager,
+            rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
+            w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
+            w.framework == Framework::kHF ? traits : HfModelTraits{}};
+  c.packed = w.packed_docs > 0 && w.framework == Framework::kHF;
   GraphSet set;
   const auto grads = layer_grads(model, w);
   const auto kind_of = layer_kinds(model, grads);

@@ -60,6 +60,7 @@ struct TrainingFlags {
   bool offload_activations = false;
   bool freeze_embeddings = false;
   std::optional<int64_t> frozen_layers;
+  std::optional<int64_t> packed_docs;
   std::optional<int64_t> grad_accum;
   std::string head;  // encoders: mlm, classifier[:N] or none (default: the config's architectures)
   ParallelLayout parallel;
@@ -118,6 +119,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
       ->capture_default_str();
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
   cmd->add_option("--frozen-layers", f.frozen_layers, "the first N decoder layers frozen (requires_grad False)");
+  cmd->add_option("--packed-docs", f.packed_docs,
+                  "with --framework hf: N documents packed in each row of --seq-len tokens (padding-free packing)");
   cmd->add_option("--grad-accum", f.grad_accum, "gradient accumulation: micro-batches per optimizer step (no pipeline)");
   cmd->add_option("--head", f.head, "bert/roberta head: mlm, classifier[:N], none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
@@ -206,6 +209,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
   if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
   if (f.frozen_layers) named.emplace_back("frozen_layers", *f.frozen_layers);
+  if (f.packed_docs) named.emplace_back("packed_docs", *f.packed_docs);
   if (f.grad_accum) named.emplace_back("grad_accum", *f.grad_accum);
   if (f.hidden_dropout) named.emplace_back("hidden_dropout", *f.hidden_dropout);
   if (f.attention_dropout) named.emplace_back("attention_dropout", *f.attention_dropout);
