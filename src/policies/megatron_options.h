@@ -46,7 +46,8 @@ enum RecomputeModule : unsigned {
   kRecomputeMlaUpProj = 1u << 6,
 };
 /// The modules modeled here (the others are refused with the field named).
-inline constexpr unsigned kRecomputeModulesModeled = kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlp;
+inline constexpr unsigned kRecomputeModulesModeled =
+    kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlp | kRecomputeMoeAct | kRecomputeMoe | kRecomputeSharedExperts;
 
 struct MegatronOptions {
   TransformerImpl impl = TransformerImpl::kLocal;

@@ -42,8 +42,8 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
                  "SwiGLU); MoE grouped GEMM and MLA under fp8 are not; drop @fp8"};
   if (o.recompute_modules & ~kRecomputeModulesModeled)
     return Error{ErrorKind::kIncompatible, "recompute_modules",
-                 fmt::format("@recompute_modules {}: only core_attn, layernorm and mlp are modeled; moe_act, moe, "
-                             "shared_experts and mla_up_proj are not yet",
+                 fmt::format("@recompute_modules {}: not yet modeled; drop it (core_attn, moe_act, layernorm, mlp, "
+                             "moe and shared_experts are)",
                              recompute_modules_name(o.recompute_modules & ~kRecomputeModulesModeled))};
   return {};
 }
@@ -73,6 +73,19 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
       if (st.mcore_tag & kTagMlp) keep = false;
       if (st.mcore_tag & kTagMlpInput) keep = true;
     }
+    if ((mods & kRecomputeMoe) && moe_layer) {
+      // moe_layer.py l.701-717: tensor_parallel.checkpoint(custom_forward, False, hidden_states, ...)
+      // around router, dispatch, experts and shared experts keeps its input only.
+      if (st.mcore_tag & kTagMlp) keep = false;
+      if (st.mcore_tag & kTagMlpInput) keep = true;
+    }
+    // moe_layer.py l.517-530: tensor_parallel.checkpoint(shared_experts, False, hidden_states); the
+    // input is the router's too, kept either way.
+    if ((mods & kRecomputeSharedExperts) && (st.mcore_tag & kTagShared)) keep = false;
+    // experts.py l.1019-1030: CheckpointWithoutOutput runs bias_act_func without saving, keeps its
+    // inputs (fc1's output and the probs, which the activation kept anyway) and frees the output once
+    // linear_fc2 saved it (random.py l.993).
+    if ((mods & kRecomputeMoeAct) && (st.mcore_tag & kTagMoeAct)) keep = false;
     if (mods & kRecomputeLayernorm) {
       // transformer_layer.py l.475-530: only a norm that is a module of its own (not IdentityOp):
       // CheckpointWithoutOutput runs it without saving and frees its output after the consumer saved
@@ -86,10 +99,17 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
 }
 
 double selective_recompute_macs(const ModelSpec& m, const Workload& w, const LayerSpec& layer) {
-  if (w.framework != Framework::kMegatron || layer.moe || !(w.megatron.recompute_modules & kRecomputeMlp)) return 0;
+  if (w.framework != Framework::kMegatron) return 0;
+  const unsigned mods = w.megatron.recompute_modules;
   const double h = static_cast<double>(m.hidden);
-  const double f = static_cast<double>(layer.ffn);
-  return (m.gated_mlp ? 3.0 : 2.0) * h * f;
+  const double per_f = (m.gated_mlp ? 3.0 : 2.0) * h;  // fc1 (h·2f or h·f) + fc2 (f·h) per unit of f
+  if (!layer.moe) return (mods & kRecomputeMlp) ? per_f * static_cast<double>(layer.ffn) : 0;
+  const MoeSpec& e = *m.moe;
+  const double shared = per_f * static_cast<double>(e.shared_ffn) + (e.shared_expert_gate ? h : 0.0);
+  if (mods & kRecomputeMoe)  // router h·E, k routed experts, the shared experts
+    return h * static_cast<double>(e.num_experts) +
+           per_f * static_cast<double>(e.experts_per_token * e.expert_ffn) + shared;
+  return (mods & kRecomputeSharedExperts) ? shared : 0;
 }
 
 int64_t te_fp8_weight_workspace_bytes(const ModelSpec& m, const Workload& w, int64_t tp) {
