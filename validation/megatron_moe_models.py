@@ -111,18 +111,27 @@ def _weighted_swiglu(x, w):
 
 
 class WeightedSwiGLUFn(torch.autograd.Function):
-    """fused_bias_swiglu.py WeightedSwiGLUFunction l.266-287: save_for_backward(input, weights)."""
+    """fused_bias_swiglu.py WeightedSwiGLUFunction l.266-287: save_for_backward(input, weights); with
+    fp8_input_store the input as float8_e4m3fn (emulated: a uint8 tensor of its shape; the exact
+    backward reads a detached reference, as te_validation.SwiGLUFp8StoreFn)."""
 
     @staticmethod
-    def forward(ctx, x, weights):
-        ctx.save_for_backward(x, weights)
+    def forward(ctx, x, weights, fp8_store=False):
+        ctx.fp8_store = fp8_store
+        if fp8_store:
+            ctx.x = x.detach()
+            ctx.save_for_backward(x.detach().to(torch.int8).view(torch.uint8), weights)
+        else:
+            ctx.save_for_backward(x, weights)
         with torch.no_grad():
             return _weighted_swiglu(x, weights)
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        return tuple(_grads(_weighted_swiglu, (x, w), grad))
+        if ctx.fp8_store:
+            x = ctx.x
+        return (*_grads(_weighted_swiglu, (x, w), grad), None)
 
 
 class AuxLossAutoScaler(torch.autograd.Function):
@@ -143,8 +152,9 @@ class MegatronMoE(nn.Module):
     """MoELayer with TopKRouter, MoEAllGatherTokenDispatcher, TEGroupedMLP (SwiGLU experts) and an
     optional SharedExpertMLP (gated as Qwen2-MoE's with moe_shared_expert_gate)."""
 
-    def __init__(self, cfg: models.ModelConfig, modules=()):
+    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False):
         super().__init__()
+        self.fp8_store = fp8_store  # --activation-func-fp8-input-store
         h, f, E = cfg.hidden, cfg.ffn, cfg.experts
         self.cfg, self.modules_ = cfg, tuple(modules)
         self.topk = cfg.top_k
@@ -187,15 +197,16 @@ class MegatronMoE(nn.Module):
         probs = probs.unsqueeze(-1)
         if "moe_act" in self.modules_:
             ckpt = tv.CheckpointWithoutOutput()
-            act = ckpt.checkpoint(WeightedSwiGLUFn.apply, fc1, probs)
+            act = ckpt.checkpoint(lambda x, p: WeightedSwiGLUFn.apply(x, p, self.fp8_store), fc1, probs)
             out = GroupedLinearFn.apply(act, splits, *self.fc2_w)
             ckpt.discard_output_and_register_recompute(out)
             return out
-        act = WeightedSwiGLUFn.apply(fc1, probs)
+        act = WeightedSwiGLUFn.apply(fc1, probs, self.fp8_store)
         return GroupedLinearFn.apply(act, splits, *self.fc2_w)
 
     def shared_experts(self, x):
-        y = self.shared_fc2(ops.SwiGLUFn.apply(self.shared_fc1(x)))
+        fc1 = self.shared_fc1(x)
+        y = self.shared_fc2(tv.SwiGLUFp8StoreFn.apply(fc1) if self.fp8_store else ops.SwiGLUFn.apply(fc1))
         if self.shared_gate is not None:
             y = y * torch.sigmoid(F.linear(x, self.shared_gate))
         return y
@@ -267,7 +278,7 @@ class LocalMoELayer(tv.LocalLayer):
     def __init__(self, cfg, run, opts, modules):
         super().__init__(cfg, run, opts)
         del self.fc1, self.fc2
-        self.moe = MegatronMoE(cfg, modules)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
 
     def selective(self, module):  # transformer_layer.py l.538: mlp recompute skips MoE layers
         return module != "mlp" and super().selective(module)
@@ -283,7 +294,7 @@ class TEMoELayer(tv.TELayer):
     def __init__(self, cfg, run, opts, modules):
         super().__init__(cfg, run, opts)
         del self.fc1_w, self.fc2_w
-        self.moe = MegatronMoE(cfg, modules)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
 
     def selective(self, module):
         return module != "mlp" and super().selective(module)

@@ -39,9 +39,10 @@ MOE_NONORM = dict(QWEN2_MOE, heads=5, kv_heads=5, head_dim=64, experts=5, top_k=
 TE, LOCAL = "transformer_engine", "local"
 
 
-def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16"):
+def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False):
     attention = "flash" if impl == TE else "eager"
-    return dict(name=name, model=models.ModelConfig(**shape), opts=tv.MegatronOpts(impl, modules=modules),
+    opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store)
+    return dict(name=name, model=models.ModelConfig(**shape), opts=opts,
                 run=models.RunConfig("megatron", attention, rc, dtype, seq_len=s, micro_batch=b))
 
 
@@ -72,6 +73,10 @@ CASES = [
     case("qwen2moe-te-shared_experts-moe_act", QWEN2_MOE, TE, "selective", 64, 2, ("shared_experts", "moe_act")),
     case("qwen2moe-local-moe-mlp", QWEN2_MOE, LOCAL, "selective", 64, 2, ("moe", "mlp")),
     case("qwen2moe-te-moe", QWEN2_MOE, TE, "selective", 64, 2, ("moe",)),
+    # --activation-func-fp8-input-store (TE spec): WeightedSwiGLUFunction and the shared expert's
+    # SwiGLUFunction keep their input as float8_e4m3fn
+    case("qwen2moe-te-fp8-store", QWEN2_MOE, TE, "none", 64, 2, fp8_store=True),
+    case("mixtral-te-fp8-store-moe_act", MIXTRAL, TE, "selective", 64, 2, ("moe_act",), fp8_store=True),
 ]
 
 

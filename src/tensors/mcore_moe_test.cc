@@ -20,9 +20,10 @@ namespace {
 
 constexpr int64_t T = 4096, h = 4096, a = 32, kv = 8, d = 128, E = 8, k = 2, fe = 14336;
 
-int64_t per_layer(const char* model, unsigned modules, Recompute recompute) {
+int64_t per_layer(const char* model, unsigned modules, Recompute recompute, MegatronOptions o = {}) {
   Workload w;
   w.framework = Framework::kMegatron;
+  w.megatron = o;
   w.megatron.recompute_modules = modules;
   auto m = prepare(load_model(model).value(), w);
   EXPECT_TRUE(m.has_value());
@@ -65,6 +66,25 @@ TEST(McoreMoe, RecomputeModules) {
   EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeMlp, Recompute::kSelective), none);
   // shared_experts on a model without shared experts changes nothing.
   EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeSharedExperts, Recompute::kSelective), none);
+}
+
+TEST(McoreMoe, Fp8InputStoreUnderMoeAct) {
+  // --activation-func-fp8-input-store: WeightedSwiGLUFunction keeps fc1's output as float8_e4m3fn
+  // (1 byte: 2·R·fe instead of 4·R·fe). Under moe_act the activation runs inside
+  // CheckpointWithoutOutput, whose save_for_backward(*args) keeps fc1's output in bf16 and no fp8
+  // copy is made: the store changes nothing for the routed experts then.
+  const MegatronOptions te{.impl = TransformerImpl::kTransformerEngine};
+  MegatronOptions store = te;
+  store.fp8_act_input_store = true;
+  constexpr int64_t R = k * T;
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, te) -
+                per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, store),
+            4 * R * fe - 2 * R * fe);
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeMoeAct, Recompute::kSelective, te),
+            per_layer("mixtral-8x7b", kRecomputeMoeAct, Recompute::kSelective, store));
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, te) -
+                per_layer("mixtral-8x7b", kRecomputeMoeAct, Recompute::kSelective, te),
+            2 * R * fe);
 }
 
 TEST(McoreMoe, SharedExpertsRecompute) {

@@ -749,11 +749,15 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   g.save(probs);
   if (c.model.gated_mlp) {
     int fc1 = linear(g, c, permuted, cat(rows, {Dim::of(Sym::kExpertFfn, 2)}), "moe.experts.fc1", grp);
-    if (c.workload.megatron.fp8_act_input_store)
-      g.save(g.add("moe.experts.fc1_fp8", grp, "weighted SwiGLU", g.at(fc1).shape, DType::kFP8,
-                   "[gate|up] kept as float8_e4m3fn (activation_func_fp8_input_store)"));
-    else
+    g.at(fc1).mcore_tag = tag | kTagMoeActInput;
+    if (c.workload.megatron.fp8_act_input_store) {
+      const int fp8 = g.add("moe.experts.fc1_fp8", grp, "weighted SwiGLU", g.at(fc1).shape, DType::kFP8,
+                            "[gate|up] kept as float8_e4m3fn (activation_func_fp8_input_store)");
+      g.save(fp8);
+      g.at(fp8).mcore_tag = tag | kTagMoeAct;  // not made under moe_act's no-grad run
+    } else {
       g.save(fc1);
+    }
     act = g.add("moe.experts.act_out", grp, "weighted SwiGLU", fe, c.e, "swiglu(x)·probs, fc2's input");
   } else {
     int fc1 = linear(g, c, permuted, fe, "moe.experts.fc1", grp);

@@ -82,10 +82,13 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
     // moe_layer.py l.517-530: tensor_parallel.checkpoint(shared_experts, False, hidden_states); the
     // input is the router's too, kept either way.
     if ((mods & kRecomputeSharedExperts) && (st.mcore_tag & kTagShared)) keep = false;
-    // experts.py l.1019-1030: CheckpointWithoutOutput runs bias_act_func without saving, keeps its
-    // inputs (fc1's output and the probs, which the activation kept anyway) and frees the output once
-    // linear_fc2 saved it (random.py l.993).
-    if ((mods & kRecomputeMoeAct) && (st.mcore_tag & kTagMoeAct)) keep = false;
+    // experts.py l.1019-1030: CheckpointWithoutOutput runs bias_act_func without saving (no fp8
+    // copy then), keeps its inputs (fc1's output in the activation dtype, and the probs) and frees
+    // the output once linear_fc2 saved it (random.py l.993). Inside a "moe" checkpoint nothing is.
+    if ((mods & kRecomputeMoeAct) && !((mods & kRecomputeMoe) && moe_layer)) {
+      if (st.mcore_tag & kTagMoeAct) keep = false;
+      if (st.mcore_tag & kTagMoeActInput) keep = true;
+    }
     if (mods & kRecomputeLayernorm) {
       // transformer_layer.py l.475-530: only a norm that is a module of its own (not IdentityOp):
       // CheckpointWithoutOutput runs it without saving and frees its output after the consumer saved

@@ -23,6 +23,7 @@ enum McoreTag : uint8_t {
   kTagMlpInput = 1u << 3,  // what self.mlp receives: the checkpoint input under recompute "mlp"
   kTagMoeAct = 1u << 4,    // the routed experts' activation output (fc2's input): recompute "moe_act"
   kTagShared = 1u << 5,    // inside the shared experts (their input excluded): recompute "shared_experts"
+  kTagMoeActInput = 1u << 6,  // fc1's output: the "moe_act" checkpoint keeps it (in bf16 even with the fp8 store)
 };
 
 /// The Megatron options against the model and the rest of the workload: they apply to framework
