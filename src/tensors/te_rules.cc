@@ -146,8 +146,12 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
                               : ", and so does the SwiGLU input",
         group_digits(te_fp8_weight_workspace_bytes(m, w, tp))));
   if (recompute == Recompute::kSelective)
-    notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective)",
-                                recompute_modules_name(o.recompute_modules)));
+    notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective){}",
+                                recompute_modules_name(o.recompute_modules),
+                                (o.recompute_modules & kRecomputeMoeAct) && m.is_moe()
+                                    ? "; moe_act assumes --moe-grouped-gemm (TEGroupedMLP), which Megatron requires "
+                                      "for it (transformer_config.py l.1964)"
+                                    : ""));
   return notes;
 }
 
