@@ -182,7 +182,7 @@ class MegatronMoE(nn.Module):
         probs = probs.type_as(logits)
         routing_probs = torch.zeros_like(logits).scatter(1, top_indices, probs)
         routing_map = torch.zeros_like(logits).int().scatter(1, top_indices, 1).bool()
-        if torch.is_grad_enabled():  # router.py l.805: training and grad enabled (not in a checkpoint's forward)
+        if torch.is_grad_enabled():  # router.py l.804: training and grad enabled (not in a checkpoint's forward)
             aux_scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
             _, aux_top = torch.topk(aux_scores, k=k, dim=1)
             aux_map = torch.zeros_like(logits).int().scatter(1, aux_top, 1).bool()

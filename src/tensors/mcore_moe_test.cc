@@ -5,7 +5,7 @@
 //   topk_routing_with_score_function l.896-916 (topk index int64, fp32 softmax of the k scores),
 //   compute_routing_scores_for_aux_loss l.996-1004 + switch_load_balancing_loss_func l.146-149
 //   (fp32 softmax over E, its topk index, int64 tokens_per_expert), permute l.470-494 (sorted indices
-//   int64, the permuted tokens), moe/token_dispatcher.py l.327-329 (masked_select keeps the
+//   int64, the permuted tokens), moe/token_dispatcher.py l.331-333 (masked_select keeps the
 //   transposed probs and the bool mask), moe/experts.py l.926-1038 (grouped fc1 input, fc1 output
 //   and probs kept by WeightedSwiGLUFunction, fusions/fused_bias_swiglu.py l.268-270; fc2 input),
 //   moe_layer.py l.508-534 / l.701-717 and experts.py l.1019-1030 (shared_experts, moe, moe_act).

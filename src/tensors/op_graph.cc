@@ -717,7 +717,7 @@ int mcore_moe(Builder& g, const Context& c, int x) {
     g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
                  "kept by topk; scatter keeps the same storage"));
   }
-  // The aux loss (router.py l.805-828, compute_routing_scores_for_aux_loss l.996-1004,
+  // The aux loss (router.py l.804-828, compute_routing_scores_for_aux_loss l.996-1004,
   // switch_load_balancing_loss_func l.146-149): softmax(logits, float32) over E, its topk, and
   // probs.sum(0) * tokens_per_expert keeping the int64 tokens_per_expert.
   g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
@@ -728,7 +728,7 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
   // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
   // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
-  // (Megatron requires SP with TP for MoE training, moe_layer.py l.640).
+  // (Megatron requires SP with TP for MoE training, moe_layer.py l.636).
   g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), c.e,
                "local_probs.T.contiguous(), kept by masked_select"));
   g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
