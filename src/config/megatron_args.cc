@@ -270,6 +270,7 @@ constexpr ArgRule kRules[] = {
     // Megatron-core layer spec, TE fp8, selective recompute modules (policies/megatron_options.h).
     {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
     {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
+    {"moe-layer-recompute", Use::kRead},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -546,9 +547,33 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   }
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
-  if (in.has("recompute-modules")) {
-    std::string modules;  // nargs='*': one value per module
+  std::string modules;  // nargs='*': one value per module
+  if (in.has("recompute-modules"))
     for (const auto& v : in.values("recompute-modules")) modules += (modules.empty() ? "" : ",") + v;
+  if (in.has("moe-layer-recompute")) {
+    // Deprecated alias (transformer_config.py l.2014-2025): recompute_granularity becomes selective
+    // and "moe" joins recompute_modules (default ["core_attn"]); refused with granularity full.
+    const std::string src = in.where("moe-layer-recompute") + ": --recompute-modules moe (its deprecated alias)";
+    if (in.has("recompute-granularity")) {
+      ACTMEM_TRY(g, in.text("recompute-granularity"));
+      if (g == "full")
+        return Error{ErrorKind::kConfig, "",
+                     fmt::format("{}: Megatron refuses --moe-layer-recompute with --recompute-granularity full "
+                                 "(transformer_config.py l.2019-2022); drop one",
+                                 in.where("moe-layer-recompute"))};
+    } else {
+      set("recompute", std::string("selective"), src);
+    }
+    if (!in.has("recompute-modules")) modules = "core_attn";
+    bool has_moe = false;
+    for (std::size_t start = 0; start <= modules.size();) {
+      const std::size_t end = std::min(modules.find(',', start), modules.size());
+      has_moe = has_moe || modules.substr(start, end - start) == "moe";
+      start = end + 1;
+    }
+    if (!has_moe) modules += ",moe";
+    set("recompute_modules", modules, src);
+  } else if (in.has("recompute-modules")) {
     set("recompute_modules", modules, in.where("recompute-modules"));
   }
   // Megatron's dropout defaults are 0.1 (arguments.py); llama-style recipes set 0.

@@ -27,6 +27,25 @@ TEST(MegatronTeArgs, SpecFp8AndRecomputeModules) {
   EXPECT_EQ(find(*c, "recompute_modules")->source, "--recompute-modules core_attn mlp (te.sh:1)");
 }
 
+// --moe-layer-recompute, deprecated in TransformerConfig.__post_init__ (transformer_config.py
+// l.2014-2025): granularity selective, "moe" appended to the modules (default ["core_attn"]);
+// with --recompute-granularity full Megatron raises ValueError.
+TEST(MegatronTeArgs, MoeLayerRecomputeIsRecomputeModulesMoe) {
+  auto c = read_megatron_args("--moe-layer-recompute", "m.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.recompute, Recompute::kSelective);
+  EXPECT_EQ(s.workload.megatron.recompute_modules, unsigned{kRecomputeCoreAttn | kRecomputeMoe});
+  auto with = read_megatron_args("--recompute-granularity selective --recompute-modules moe_act --moe-layer-recompute",
+                                 "m.sh");
+  ASSERT_TRUE(with) << with.error().message;
+  TrainingSettings s2;
+  ASSERT_TRUE(apply_training_config(*with, s2));
+  EXPECT_EQ(s2.workload.megatron.recompute_modules, unsigned{kRecomputeMoeAct | kRecomputeMoe});
+  EXPECT_FALSE(read_megatron_args("--recompute-granularity full --moe-layer-recompute", "m.sh"));
+}
+
 TEST(MegatronTeArgs, Fp8FormatAloneMeansTeWithTheDelayedRecipe) {
   auto c = read_megatron_args("--fp8-format e4m3", "f.sh");
   ASSERT_TRUE(c) << c.error().message;

@@ -47,7 +47,8 @@ enum RecomputeModule : unsigned {
 };
 /// The modules modeled here (the others are refused with the field named).
 inline constexpr unsigned kRecomputeModulesModeled =
-    kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlp | kRecomputeMlaUpProj;
+    kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMlp | kRecomputeMoeAct | kRecomputeMoe |
+    kRecomputeSharedExperts | kRecomputeMlaUpProj;
 
 struct MegatronOptions {
   TransformerImpl impl = TransformerImpl::kLocal;

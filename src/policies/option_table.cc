@@ -81,8 +81,8 @@ const std::array kRows{
     Row{{"activation_func_fp8_input_store", OptionKind::kFlag, "with --fp8: the SwiGLU input kept in fp8 (e4m3)"},
         ACTMEM_SET(as_flag, workload.megatron.fp8_act_input_store)},
     Row{{"recompute_modules", OptionKind::kText,
-         "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp, mla_up_proj (MLA) "
-         "(comma-separated)"},
+         "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp, moe_act, moe, "
+         "shared_experts, mla_up_proj (comma-separated)"},
         [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
           auto text = as_text(n, v);
           if (!text) return text.error();

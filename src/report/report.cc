@@ -272,8 +272,8 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                         : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b/ep token rows");
     if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
     if (w.framework == Framework::kMegatron)
-      notes.push_back("Megatron MoE saves (router, permute/unpermute) are modeled, not yet measured; the HF "
-                      "Mixtral, Qwen-MoE and DeepSeek-V3 blocks are measured (validation/EXPECTED.md)");
+      notes.push_back("Megatron MoE: TopKRouter with the aux loss on, allgather token dispatcher, unfused permute, "
+                      "grouped SwiGLU experts (validation/megatron_moe_validation.py)");
   }
   if (par.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",

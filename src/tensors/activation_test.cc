@@ -299,13 +299,18 @@ TEST(ActivationMegatron, DeepSeekV3MlaMoeFlash) {
   const int64_t mla = 2 * T * h + 4 * T + 2 * T * h + 2 * T * rq + 4 * T + 2 * T * rq + 2 * T * (rkv + dr) + 4 * T +
                       2 * T * rkv + 2 * T * a * dv + 2 * 2 * T * a * dqk + 2 * T * a * dv + 4 * a * T;
   static_assert(dn == 128);  // the nope half of the kv_b output, no longer counted: 2·T·a·dn
-  // MoE layer (the middle one): norm input + rstd, router/expert input 2Th; router fp32 probs, top-k;
-  // dispatched rows, index; fused [gate|up] output 2·kT·2fe and product 2·kT·fe; expert out; combine;
-  // shared expert: [gate|up] 2·T·2fs, product 2·T·fs.
-  const int64_t moe = 2 * T * h + 4 * T + 2 * T * h + 4 * T * E + 8 * T * k + 4 * T * k + 2 * k * T * h + 8 * k * T +
-                      4 * k * T * fe + 2 * k * T * fe + 2 * k * T * h + 2 * k * T + 4 * T * fs + 2 * T * fs;
+  // MoE layer (the middle one), Megatron-core's MoELayer (validation/EXPECTED.md "megatron-moe"):
+  // norm input + rstd, router input 2Th (RouterGatingLinearFunction); topk index 8Tk and fp32 softmax
+  // of the k scores 4Tk; aux loss: fp32 softmax 4TE, its topk index 8Tk, int64 tokens_per_expert 8E;
+  // allgather dispatcher's masked_select: transposed probs 2TE and bool mask TE; sorted indices 8kT;
+  // permuted tokens 2kTh (grouped fc1 input); fc1 output 2·kT·2fe and permuted probs 2kT (weighted
+  // SwiGLU); fc2 input 2·kT·fe; shared expert: [gate|up] 2·T·2fs, product 2·T·fs. No expert output
+  // (the probs weigh the activation; unpermute's scatter_add_ keeps only the indices).
+  const int64_t moe = 2 * T * h + 4 * T + 2 * T * h + 8 * T * k + 4 * T * k + 4 * T * E + 8 * T * k + 8 * E +
+                      2 * T * E + T * E + 8 * k * T + 2 * k * T * h + 4 * k * T * fe + 2 * k * T + 2 * k * T * fe +
+                      4 * T * fs + 2 * T * fs;
   EXPECT_EQ(r.per_layer.count(), mla + moe);
-  EXPECT_EQ(layer_bytes_named(r, "moe.experts"), 6 * k * T * fe + 2 * k * T * h);  // + expert outputs
+  EXPECT_EQ(layer_bytes_named(r, "moe.experts"), 6 * k * T * fe);  // fc1 output and fc2 input
 }
 
 TEST(ActivationHF, DeepSeekV3MlaFlashPadsV) {

@@ -34,7 +34,7 @@ struct NormSaves {
 };
 
 /// What the MoE block keeps beyond its experts' MLPs (HF: the MixtralSparseMoeBlock loop, verified
-/// in validation/EXPECTED.md; Megatron: permute/unpermute, not yet measured).
+/// in validation/EXPECTED.md; Megatron builds its own, mcore_moe).
 struct MoeSaves {
   bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
   bool topk_weights_kept_by_normalization;  // only `/=` keeps the fp32 top-k weights (topk keeps indices)
@@ -188,7 +188,7 @@ struct Builder {
   // odd counts (the 1st, 3rd, ...) are MUST_SAVE, even ones PREFER_RECOMPUTE.
   bool op_sac = false;
   int mm_count = 0;
-  uint8_t mcore_tag = 0;  // framework megatron: the module being built (te_rules.h McoreTag)
+  uint16_t mcore_tag = 0;  // framework megatron: the module being built (te_rules.h McoreTag)
 
   int add(std::string name, Group group, const char* op, Shape shape, DType dtype, std::string note = {}) {
     Storage st;
@@ -583,7 +583,7 @@ int latent_attention(Builder& g, const Context& c, int x) {
   // Megatron's TE spec fuses q_layernorm / kv_layernorm into linear_q_up_proj / linear_kv_up_proj
   // (TELayerNormColumnParallelLinear, gpt_layer_specs.py get_gpt_layer_with_transformer_engine_submodules):
   // under recompute_modules mla_up_proj the norm runs inside the checkpoint (te_rules.h kTagMlaUpNorm).
-  const uint8_t up_norm_tag = megatron && c.te ? kTagMlaUpNorm : 0;
+  const uint16_t up_norm_tag = megatron && c.te ? kTagMlaUpNorm : 0;
   if (mla.q_lora_rank > 0) {
     // Megatron local spec: linear_q_down_proj is a ColumnParallelLinear whose [s, b, rq/t] output is
     // gathered along rq (multi_latent_attention.py l.650-655); under SP scatter_to_sequence_parallel_region
@@ -594,7 +594,7 @@ int latent_attention(Builder& g, const Context& c, int x) {
     int qa = linear(g, c, x, {q_seq, c.b, Dim::lit("rq", mla.q_lora_rank)}, "attn.q_a_proj", grp);
     g.mcore_tag |= up_norm_tag;
     int qn = norm(g, c, qa, rows, Dim::lit("rq", mla.q_lora_rank), "attn.q_a_norm", Group::kNorms);
-    g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
+    g.mcore_tag &= static_cast<uint16_t>(~up_norm_tag);
     linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_b_proj", grp);
   } else if (megatron && c.te) {
     // mla_qk_norm_config.py _resolve_mla_qk_layernorm: without q LoRA, qk_layernorm makes
@@ -602,7 +602,7 @@ int latent_attention(Builder& g, const Context& c, int x) {
     // (kept anyway), its rsigma and ln_out (measured: megatron_mla_validation.py, nolora-te cases).
     g.mcore_tag |= up_norm_tag;
     int qn = norm(g, c, x, rows, c.h, "attn.q_norm", Group::kNorms);
-    g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
+    g.mcore_tag &= static_cast<uint16_t>(~up_norm_tag);
     linear(g, c, qn, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   } else {
     linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
@@ -616,14 +616,14 @@ int latent_attention(Builder& g, const Context& c, int x) {
   g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
   g.mcore_tag |= up_norm_tag;
   int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
-  g.mcore_tag &= static_cast<uint8_t>(~up_norm_tag);
+  g.mcore_tag &= static_cast<uint16_t>(~up_norm_tag);
   int kvb = linear(g, c, kvn,
                    {c.s_tp, c.b, c.q_heads, Dim::lit("(dn+dv)", mla.qk_nope_head_dim + mla.v_head_dim)},
                    "attn.kv_b_proj", grp);
   g.at(kvb).note = "k_nope and v are views of it";
   // query, key and value: what qkv_up_proj_and_rope_apply returns (multi_latent_attention.py
   // l.855-981), the outputs recompute_modules mla_up_proj discards after core attention saved them.
-  const uint8_t outer = g.mcore_tag;
+  const uint16_t outer = g.mcore_tag;
   if (megatron) g.mcore_tag |= kTagMlaUpOut;
   int query = g.add("attn.q", grp, "cat(q_nope, rope(q_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
@@ -709,8 +709,11 @@ void hf5_experts(Builder& g, const Context& c, const Shape& rows, const Dim& exp
                  "(expert_ids < E).to(out.dtype), kept by `* valid_mask`"));
 }
 
+int mcore_moe(Builder& g, const Context& c, int x);
+
 /// Routed experts (+ shared experts) on the normed input `x`; returns the combined output.
 int moe(Builder& g, const Context& c, int x) {
+  if (c.rules.framework == Framework::kMegatron) return mcore_moe(g, c, x);
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
   const Shape tokens{c.s_rep, c.b};
@@ -756,6 +759,94 @@ int moe(Builder& g, const Context& c, int x) {
     g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), fused_experts ? c.e : combine,
                  "index_add_ keeps its source"));
   return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
+}
+
+/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
+/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
+/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
+/// token dispatcher (moe_token_dispatcher_type's default), unfused permute (moe_permute_fusion off),
+/// grouped SwiGLU experts weighted by their probs in the fused activation, shared experts.
+int mcore_moe(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
+  const Shape tokens{c.s_rep, c.b};
+  const Dim experts = Dim::lit("E", spec.num_experts);
+  const Dim top_k = Dim::lit("k", spec.experts_per_token);
+  const uint16_t tag = g.mcore_tag;
+  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
+  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
+  g.save(x);
+  g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), c.e, "in the input dtype (moe_router_dtype None)");
+  // topk_routing_with_score_function (moe_utils.py l.896-916), softmax score function:
+  if (spec.normalize_topk) {
+    // scores, top_indices = topk(logits); probs = softmax(scores, dtype=float32)
+    g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
+                 "kept by topk; scatter(1, top_indices, probs) keeps the same storage"));
+    g.save(g.add("moe.topk_probs", grp, "softmax", cat(tokens, {top_k}), DType::kFP32,
+                 "softmax(top-k logits, dtype=float32) keeps its output"));
+  } else {
+    // --moe-router-pre-softmax (no renormalization): softmax(logits, float32) over E, then topk
+    g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
+                 "pre-softmax over all experts (fp32), kept by its backward"));
+    g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
+                 "kept by topk; scatter keeps the same storage"));
+  }
+  // The aux loss (router.py l.804-828, compute_routing_scores_for_aux_loss l.996-1004,
+  // switch_load_balancing_loss_func l.146-149): softmax(logits, float32) over E, its topk, and
+  // probs.sum(0) * tokens_per_expert keeping the int64 tokens_per_expert.
+  g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
+               "fp32 softmax over all experts for the load-balancing loss"));
+  g.save(g.add("moe.aux_topk_index", grp, "aux loss", cat(tokens, {top_k}), DType::kINT64, "kept by its topk"));
+  g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
+               "routing_map.sum(0), kept by the multiply with the summed probs"));
+  // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
+  // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
+  // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
+  // (Megatron requires SP with TP for MoE training, moe_layer.py l.636).
+  g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), c.e,
+               "local_probs.T.contiguous(), kept by masked_select"));
+  g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
+               "local_map.T.contiguous(), the mask kept by masked_select"));
+  // permute (moe_utils.py l.470-494): tokens.index_select(0, sorted_indices) keeps the indices;
+  // unpermute's scatter_add_ (l.617-619) keeps the same storage.
+  const Shape rows{Dim::of(Sym::kMoeRows)};
+  g.save(g.add("moe.sorted_indices", grp, "permute", rows, DType::kINT64,
+               "flat_sorted % T, kept by index_select and by unpermute's scatter_add_"));
+  int permuted = g.add("moe.permuted_tokens", grp, "permute", cat(rows, {c.h}), c.e, "the grouped fc1's input");
+  // TEGroupedMLP.forward (experts.py l.926-1038): linear_fc1, weighted_bias_swiglu_impl(fc1_out,
+  // None, permuted_probs) (WeightedSwiGLUFunction, fused_bias_swiglu.py l.268-270 keeps its input and
+  // the probs), linear_fc2.
+  const auto fe = cat(rows, {Dim::of(Sym::kExpertFfn)});
+  int act = -1;
+  const int probs = g.add("moe.permuted_probs", grp, "masked_select", rows, c.e,
+                          "the routing probs in expert order, kept by the weighted activation");
+  g.save(probs);
+  if (c.model.gated_mlp) {
+    int fc1 = linear(g, c, permuted, cat(rows, {Dim::of(Sym::kExpertFfn, 2)}), "moe.experts.fc1", grp);
+    g.at(fc1).mcore_tag = static_cast<uint16_t>(tag | kTagMoeActInput);
+    if (c.workload.megatron.fp8_act_input_store) {
+      const int fp8 = g.add("moe.experts.fc1_fp8", grp, "weighted SwiGLU", g.at(fc1).shape, DType::kFP8,
+                            "[gate|up] kept as float8_e4m3fn (activation_func_fp8_input_store)");
+      g.save(fp8);
+      g.at(fp8).mcore_tag = static_cast<uint16_t>(tag | kTagMoeAct);  // not made under moe_act's no-grad run
+    } else {
+      g.save(fc1);
+    }
+    act = g.add("moe.experts.act_out", grp, "weighted SwiGLU", fe, c.e, "swiglu(x)·probs, fc2's input");
+  } else {
+    int fc1 = linear(g, c, permuted, fe, "moe.experts.fc1", grp);
+    int a = activation(g, c, fc1, fe, "moe.experts", grp);
+    g.save(a);  // intermediate * permuted_probs (experts.py l.1013-1015) keeps both factors
+    act = g.add("moe.experts.act_out", grp, "mul", fe, c.e, "act(x)·probs, fc2's input");
+  }
+  g.at(act).mcore_tag = static_cast<uint16_t>(tag | kTagMoeAct);
+  linear(g, c, act, cat(rows, {c.h}), "moe.experts.fc2", grp);
+  int out = g.add("moe.out", grp, "unpermute", cat(tokens, {c.h}), c.e, "scatter_add_ of the expert outputs");
+  // SharedExpertMLP (shared_experts.py l.200-207): the MLP, then out * sigmoid(linear(x, gate_weight)).
+  g.mcore_tag = static_cast<uint16_t>(tag | kTagShared);
+  out = moe_shared(g, c, x, tokens, out);
+  g.mcore_tag = tag;
+  return out;
 }
 
 /// The shared experts beside the routed ones (Qwen2-MoE's gated one, DeepSeek's); returns `out`.
@@ -901,7 +992,7 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
   // Megatron TE spec, dense layer: pre_mlp_layernorm is IdentityOp, the norm runs inside fc1's
   // LayerNormLinear, so self.mlp receives the residual stream and the norm belongs to the MLP.
   const bool te_mlp_norm = megatron && te_fused_mlp_norm(m, c.workload, spec.moe);
-  if (megatron) g.mcore_tag = te_mlp_norm ? uint8_t(kTagMlp) : uint8_t(kTagMlpNorm);
+  if (megatron) g.mcore_tag = te_mlp_norm ? uint16_t(kTagMlp) : uint16_t(kTagMlpNorm);
   // Phi (shared_input_norm): the MLP reads the same input_layernorm output as attention.
   int n2 = m.post_norms_only     ? h1
            : m.shared_input_norm ? n1

@@ -84,7 +84,7 @@ struct Storage {
   bool op_sac_kept = false;
   // framework megatron: which module created it (te_rules.h, McoreTag bits) and, once
   // apply_recompute_modules ran, whether --recompute-modules keeps it under selective (-1: unset).
-  uint8_t mcore_tag = 0;
+  uint16_t mcore_tag = 0;
   int8_t selective_rule = -1;
 
   /// A shared storage (GraphSet::shared) is kept when a layer that runs normally saves it, or when a

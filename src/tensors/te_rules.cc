@@ -41,8 +41,8 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
                  "SwiGLU); MoE grouped GEMM and MLA under fp8 are not; drop @fp8"};
   if (o.recompute_modules & ~kRecomputeModulesModeled)
     return Error{ErrorKind::kIncompatible, "recompute_modules",
-                 fmt::format("@recompute_modules {}: only core_attn, layernorm, mlp and mla_up_proj are modeled; "
-                             "moe_act, moe and shared_experts are not yet",
+                 fmt::format("@recompute_modules {}: not yet modeled; drop it (core_attn, moe_act, layernorm, mlp, "
+                             "moe, shared_experts and mla_up_proj are)",
                              recompute_modules_name(o.recompute_modules & ~kRecomputeModulesModeled))};
   // transformer_config.py l.1969-1973: "mla_up_proj in recompute_modules is only supported with
   // multi_latent_attention."
@@ -78,6 +78,22 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
       if (st.mcore_tag & kTagMlp) keep = false;
       if (st.mcore_tag & kTagMlpInput) keep = true;
     }
+    if ((mods & kRecomputeMoe) && moe_layer) {
+      // moe_layer.py l.701-717: tensor_parallel.checkpoint(custom_forward, False, hidden_states, ...)
+      // around router, dispatch, experts and shared experts keeps its input only.
+      if (st.mcore_tag & kTagMlp) keep = false;
+      if (st.mcore_tag & kTagMlpInput) keep = true;
+    }
+    // moe_layer.py l.517-530: tensor_parallel.checkpoint(shared_experts, False, hidden_states); the
+    // input is the router's too, kept either way.
+    if ((mods & kRecomputeSharedExperts) && (st.mcore_tag & kTagShared)) keep = false;
+    // experts.py l.1019-1030: CheckpointWithoutOutput runs bias_act_func without saving (no fp8
+    // copy then), keeps its inputs (fc1's output in the activation dtype, and the probs) and frees
+    // the output once linear_fc2 saved it (random.py l.993). Inside a "moe" checkpoint nothing is.
+    if ((mods & kRecomputeMoeAct) && !((mods & kRecomputeMoe) && moe_layer)) {
+      if (st.mcore_tag & kTagMoeAct) keep = false;
+      if (st.mcore_tag & kTagMoeActInput) keep = true;
+    }
     if (mods & kRecomputeLayernorm) {
       // transformer_layer.py l.475-530: only a norm that is a module of its own (not IdentityOp):
       // CheckpointWithoutOutput runs it without saving and frees its output after the consumer saved
@@ -101,8 +117,19 @@ double selective_recompute_macs(const ModelSpec& m, const Workload& w, const Lay
   if (w.framework != Framework::kMegatron) return 0;
   const unsigned mods = w.megatron.recompute_modules;
   const double h = static_cast<double>(m.hidden);
+  const double per_f = (m.gated_mlp ? 3.0 : 2.0) * h;  // fc1 (h·2f or h·f) + fc2 (f·h) per unit of f
   double macs = 0;
-  if (!layer.moe && (mods & kRecomputeMlp)) macs += (m.gated_mlp ? 3.0 : 2.0) * h * static_cast<double>(layer.ffn);
+  if (!layer.moe) {
+    if (mods & kRecomputeMlp) macs += per_f * static_cast<double>(layer.ffn);
+  } else {
+    const MoeSpec& e = *m.moe;
+    const double shared = per_f * static_cast<double>(e.shared_ffn) + (e.shared_expert_gate ? h : 0.0);
+    if (mods & kRecomputeMoe)  // router h·E, k routed experts, the shared experts
+      macs += h * static_cast<double>(e.num_experts) +
+              per_f * static_cast<double>(e.experts_per_token * e.expert_ffn) + shared;
+    else if (mods & kRecomputeSharedExperts)
+      macs += shared;
+  }
   if (m.mla && (mods & kRecomputeMlaUpProj)) {
     // linear_q_up_proj (q_lora_rank -> n·dqk) or linear_q_proj (h -> n·dqk), linear_kv_up_proj
     // (kv_lora_rank -> n·(dn+dv)), rerun in backward (multi_latent_attention.py l.855-878)
@@ -167,8 +194,12 @@ std::vector<std::string> megatron_notes(const ModelSpec&, const Workload& w, Rec
                                           "set_save_original_input for recipes other than delayed)"
                                         : ""));
   if (recompute == Recompute::kSelective)
-    notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective)",
-                                recompute_modules_name(o.recompute_modules)));
+    notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective){}",
+                                recompute_modules_name(o.recompute_modules),
+                                (o.recompute_modules & kRecomputeMoeAct) && m.is_moe()
+                                    ? "; moe_act assumes --moe-grouped-gemm (TEGroupedMLP), which Megatron requires "
+                                      "for it (transformer_config.py l.1964)"
+                                    : ""));
   return notes;
 }
 

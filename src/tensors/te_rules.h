@@ -16,18 +16,21 @@
 namespace actmem::detail {
 
 /// Which Megatron module created a storage (Storage::mcore_tag bits), for --recompute-modules.
-enum McoreTag : uint8_t {
+enum McoreTag : uint16_t {
   kTagAttnNorm = 1u << 0,  // input_layernorm (a module of its own in the local spec)
   kTagMlpNorm = 1u << 1,   // pre_mlp_layernorm (local spec; TE: fused into fc1 for dense layers)
   kTagMlp = 1u << 2,       // inside self.mlp (TE: fc1's LayerNormLinear norm included)
   kTagMlpInput = 1u << 3,  // what self.mlp receives: the checkpoint input under recompute "mlp"
   kTagMlaUpOut = 1u << 4,  // MLA query, key, value: qkv_up_proj_and_rope_apply's outputs
   kTagMlaUpNorm = 1u << 5, // MLA q/kv layernorm inside the TE up projections (LayerNormLinear)
+  kTagMoeAct = 1u << 6,    // the routed experts' activation output (fc2's input): recompute "moe_act"
+  kTagShared = 1u << 7,    // inside the shared experts (their input excluded): recompute "shared_experts"
+  kTagMoeActInput = 1u << 8,  // fc1's output: the "moe_act" checkpoint keeps it (in bf16 even with the fp8 store)
 };
 
 /// The Megatron options against the model and the rest of the workload: they apply to framework
 /// megatron only; fp8 needs the TE spec; the TE spec models fused attention (flash/sdpa); the
-/// modeled recompute modules are core_attn, layernorm and mlp. Errors name the field at fault.
+/// seven recompute modules are all modeled. Errors name the field at fault.
 Expected<void> check_megatron_workload(const ModelSpec& model, const Workload& workload);
 
 /// Whether a layer's norm is fused into the following TE LayerNormLinear (TE spec, dense layer,
@@ -42,14 +45,19 @@ bool te_fused_mlp_norm(const ModelSpec& model, const Workload& workload, bool mo
 ///  - core_attn: what core attention saves is dropped; q, k, v (its checkpoint inputs) are kept;
 ///  - layernorm: a separate norm module's saves and output are dropped (its input is kept);
 ///  - mlp (dense layers): everything the MLP creates is dropped; its input is kept;
+///  - moe (MoE layers, moe_layer.py l.701-717): the same for everything the MoE layer creates;
+///  - shared_experts (moe_layer.py l.508-534): what the shared experts create is dropped;
+///  - moe_act (experts.py l.1019-1030, CheckpointWithoutOutput): the experts' activation output is freed;
 ///  - mla_up_proj (MLA): query, key, value are dropped (CheckpointWithoutOutput frees them after
 ///    core attention saved them), and under the TE spec the q/kv norms fused into the up
 ///    projections (their rstd and output); the up projections' inputs stay (checkpoint inputs).
 void apply_recompute_modules(Graph& g, const ModelSpec& model, const Workload& workload, bool moe_layer);
 
 /// Multiply-accumulates per token that --recompute-modules reruns in linears: the dense MLP's
-/// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp, plus MLA's up
-/// projections (q_up rq·n·dqk or q_proj h·n·dqk, kv_up rkv·n·(dn+dv)) with mla_up_proj; 0 otherwise.
+/// (fc1 h·2f or h·f, fc2 f·h, per the whole layer; /t is the layout's) with mlp; with moe the
+/// router's h·E, k routed experts' and the shared experts' MLPs; with shared_experts (without moe)
+/// the shared experts' MLP; plus MLA's up projections (q_up rq·n·dqk or q_proj h·n·dqk, kv_up
+/// rkv·n·(dn+dv)) with mla_up_proj; 0 otherwise.
 double selective_recompute_macs(const ModelSpec& model, const Workload& workload, const LayerSpec& layer);
 
 /// Report notes for the Megatron options (empty for the default local spec); `cp` the layout's

@@ -203,9 +203,10 @@ TEST(MegatronTe, ErrorsNameTheField) {
   auto eager = megatron(te(), AttentionImpl::kEager);
   ASSERT_FALSE(eager.has_value());
   EXPECT_EQ(eager.error().field, "attention");
-  auto moe = megatron(te(Fp8Recipe::kNone, kRecomputeMoe));
-  ASSERT_FALSE(moe.has_value());
-  EXPECT_EQ(moe.error().field, "recompute_modules");
+  auto mla = megatron(te(Fp8Recipe::kNone, kRecomputeMlaUpProj));
+  ASSERT_FALSE(mla.has_value());
+  EXPECT_EQ(mla.error().field, "recompute_modules");
+  EXPECT_TRUE(megatron(te(Fp8Recipe::kNone, kRecomputeMoe | kRecomputeMoeAct | kRecomputeSharedExperts)).has_value());
 }
 
 TEST(MegatronTe, OptionNames) {

@@ -91,7 +91,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
   cmd->add_option("--recompute-modules", f.recompute_modules,
-                  "megatron, --recompute selective: core_attn (default), layernorm, mlp, mla_up_proj");
+                  "megatron, --recompute selective: core_attn (default), layernorm, mlp,\n"
+                  "moe_act, moe, shared_experts, mla_up_proj");
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");

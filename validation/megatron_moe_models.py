@@ -1,0 +1,326 @@
+"""Megatron-core MoE layers for the reference models: what MoELayer (router, allgather token
+dispatcher, grouped experts, shared experts) keeps for backward, on one process (EP = 1, TP = 1),
+under the local and the TransformerEngine layer specs, and Megatron's MoE --recompute-modules
+(moe_act, moe, shared_experts).
+
+Followed line by line: Megatron-LM main @d98e8a64ddf3 (the mirror's HEAD), megatron/core/transformer/moe/:
+  router.py         TopKRouter.forward l.845-873 (gating -> routing), Router.gating l.90-113
+                    (router_gating_linear in the input dtype: moe_router_dtype None), routing l.746-837
+                    (topk_routing_with_score_function, then the aux loss when it is enabled)
+  moe_utils.py      RouterGatingLinearFunction l.1357-1440 (save_for_backward(inp, weight, bias): the
+                    router keeps its input), topk_routing_with_score_function l.766-958 (softmax:
+                    topk on the logits then an fp32 softmax of the k scores, or with
+                    moe_router_pre_softmax an fp32 softmax of all E then topk; probs.type_as(logits);
+                    zeros_like(logits).scatter(1, top_indices, probs)), compute_routing_scores_for_aux_loss
+                    l.960-1016 (fp32 softmax over all E, topk), get_tokens_per_expert_and_token_count
+                    l.269-289, switch_load_balancing_loss_func l.63-150 (probs.sum(0) * tokens_per_expert),
+                    MoEAuxLossAutoScaler l.291-330 (keeps the 0-dim aux loss), permute l.344-494
+                    (unfused: argsort of the transposed map, sorted_indices = flat_sorted % T,
+                    tokens.index_select(0, sorted_indices)), unpermute l.497-625 (probs None:
+                    zeros.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), tokens))
+  token_dispatcher.py  MoEAllGatherTokenDispatcher (Megatron's default moe_token_dispatcher_type)
+                    l.271-373: local_probs = probs[:, local].contiguous() -> .T.contiguous().masked_select(
+                    local_map.T.contiguous()) (masked_select keeps its input, the transposed probs, and
+                    the mask), permute, unpermute with no probs (the probs weigh the activation)
+  experts.py        TEGroupedMLP.forward l.840-1047: linear_fc1 (TE GroupedLinear: keeps its input,
+                    the permuted tokens), bias_act_func -> weighted_bias_swiglu_impl (bias_swiglu_fusion,
+                    Megatron's default), linear_fc2 (keeps the activation output); moe_act:
+                    CheckpointWithoutOutput around bias_act_func (l.1019-1030), its output freed once
+                    fc2 ran. SequentialMLP (moe_grouped_gemm off) keeps the same bytes: split views of
+                    the permuted tokens, per-expert outputs of the same total rows.
+  shared_experts.py SharedExpertMLP.forward l.200-207 (MLP, then sigmoid(linear(x, gate_weight)) * out)
+  moe_layer.py      MoELayer.forward l.614-719: shared_experts_compute (checkpointed with
+                    shared_experts in recompute_modules, l.508-534), route, dispatch, experts, combine,
+                    postprocess (out + shared); moe in recompute_modules: tensor_parallel.checkpoint
+                    around the whole custom_forward (l.701-717) keeping its input
+megatron/core/fusions/fused_bias_swiglu.py WeightedSwiGLUFunction l.266-287: save_for_backward(input, weights)
+
+Autograd Functions stand only where Megatron runs a fused kernel or a Function of its own
+(RouterGatingLinearFunction, TE GroupedLinear, WeightedSwiGLUFunction); everything else (topk,
+softmax, scatter, masked_select, index_select, scatter_add_) is the same torch code Megatron runs
+unfused (moe_permute_fusion and moe_router_fusion off, their defaults).
+
+The aux loss is on (moe_router_load_balancing_type aux_loss, Megatron's default type, with a
+nonzero --moe-aux-loss-coeff as every Megatron MoE recipe sets; Megatron's coefficient default 0
+would skip it): its fp32 softmax over all E, its topk indices and the int64 tokens_per_expert are kept.
+"""
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import emulated_ops as ops
+import models
+import te_validation as tv
+
+AUX_LOSS_COEFF = 1e-2
+
+
+def _grads(fn, inputs, grad):
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in inputs]
+        got = torch.autograd.grad(fn(*leaves), leaves, grad, allow_unused=True)
+    return got
+
+
+class RouterGatingLinearFn(torch.autograd.Function):
+    """moe_utils.py RouterGatingLinearFunction l.1357-1440: save_for_backward(inp, weight, bias);
+    logits in router_dtype = the input dtype (moe_router_dtype None)."""
+
+    @staticmethod
+    def forward(ctx, inp, weight):
+        ctx.save_for_backward(inp, weight)
+        with torch.no_grad():
+            out = torch.mm(inp.view(-1, inp.shape[-1]), weight.t())
+        return out.view(*inp.shape[:-1], -1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inp, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])
+        return torch.mm(g, weight).view(inp.shape), torch.mm(g.t(), inp.reshape(-1, inp.shape[-1]))
+
+
+class GroupedLinearFn(torch.autograd.Function):
+    """TE GroupedLinear (grouped GEMM) in bf16: saves the input (inputmats are torch.split views of
+    it: one storage) and the weights (parameters); one output of all rows."""
+
+    @staticmethod
+    def forward(ctx, inp, splits, *weights):
+        ctx.splits = splits
+        ctx.save_for_backward(inp, *weights)
+        with torch.no_grad():
+            outs = [F.linear(x, w) for x, w in zip(torch.split(inp, splits), weights)]
+            return torch.cat(outs, dim=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inp, *weights = ctx.saved_tensors
+        gx, gw = [], []
+        for x, w, g in zip(torch.split(inp, ctx.splits), weights, torch.split(grad, [s for s in ctx.splits])):
+            gx.append(g @ w)
+            gw.append(g.t() @ x)
+        return (torch.cat(gx, 0), None, *gw)
+
+
+def _weighted_swiglu(x, w):
+    gate, up = torch.chunk(x, 2, dim=-1)
+    return (F.silu(gate) * up * w).to(x.dtype)
+
+
+class WeightedSwiGLUFn(torch.autograd.Function):
+    """fused_bias_swiglu.py WeightedSwiGLUFunction l.266-287: save_for_backward(input, weights); with
+    fp8_input_store the input as float8_e4m3fn (emulated: a uint8 tensor of its shape; the exact
+    backward reads a detached reference, as te_validation.SwiGLUFp8StoreFn)."""
+
+    @staticmethod
+    def forward(ctx, x, weights, fp8_store=False):
+        ctx.fp8_store = fp8_store
+        if fp8_store:
+            ctx.x = x.detach()
+            ctx.save_for_backward(x.detach().to(torch.int8).view(torch.uint8), weights)
+        else:
+            ctx.save_for_backward(x, weights)
+        with torch.no_grad():
+            return _weighted_swiglu(x, weights)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        if ctx.fp8_store:
+            x = ctx.x
+        return (*_grads(_weighted_swiglu, (x, w), grad), None)
+
+
+class AuxLossAutoScaler(torch.autograd.Function):
+    """moe_utils.py MoEAuxLossAutoScaler l.291-330: keeps the 0-dim aux loss, adds its gradient."""
+
+    @staticmethod
+    def forward(ctx, output, aux_loss):
+        ctx.save_for_backward(aux_loss)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad):
+        (aux_loss,) = ctx.saved_tensors
+        return grad, torch.ones_like(aux_loss)
+
+
+class MegatronMoE(nn.Module):
+    """MoELayer with TopKRouter, MoEAllGatherTokenDispatcher, TEGroupedMLP (SwiGLU experts) and an
+    optional SharedExpertMLP (gated as Qwen2-MoE's with moe_shared_expert_gate)."""
+
+    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False):
+        super().__init__()
+        self.fp8_store = fp8_store  # --activation-func-fp8-input-store
+        h, f, E = cfg.hidden, cfg.ffn, cfg.experts
+        self.cfg, self.modules_ = cfg, tuple(modules)
+        self.topk = cfg.top_k
+        self.pre_softmax = not cfg.norm_topk_prob  # --moe-router-pre-softmax: softmax over E, no renormalization
+        self.router_w = nn.Parameter(torch.randn(E, h) * 0.02)
+        self.fc1_w = nn.ParameterList(nn.Parameter(torch.randn(2 * f, h) * 0.02) for _ in range(E))
+        self.fc2_w = nn.ParameterList(nn.Parameter(torch.randn(h, f) * 0.02) for _ in range(E))
+        self.shared = None
+        if cfg.shared_ffn:
+            self.shared_fc1 = models._linear(h, 2 * cfg.shared_ffn, False)
+            self.shared_fc2 = models._linear(cfg.shared_ffn, h, False)
+            self.shared_gate = nn.Parameter(torch.randn(1, h) * 0.02) if cfg.family == "qwen2_moe" else None
+            self.shared = True
+
+    # router.py TopKRouter.forward / routing
+    def route(self, x):
+        E, k = self.cfg.experts, self.topk
+        logits = RouterGatingLinearFn.apply(x, self.router_w).view(-1, E)
+        if self.pre_softmax:
+            scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            probs, top_indices = torch.topk(scores, k=k, dim=1)
+        else:
+            scores, top_indices = torch.topk(logits, k=k, dim=1)
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        probs = probs.type_as(logits)
+        routing_probs = torch.zeros_like(logits).scatter(1, top_indices, probs)
+        routing_map = torch.zeros_like(logits).int().scatter(1, top_indices, 1).bool()
+        if torch.is_grad_enabled():  # router.py l.804: training and grad enabled (not in a checkpoint's forward)
+            aux_scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            _, aux_top = torch.topk(aux_scores, k=k, dim=1)
+            aux_map = torch.zeros_like(logits).int().scatter(1, aux_top, 1).bool()
+            tokens_per_expert = aux_map.sum(dim=0)
+            T = logits.shape[0]
+            aux_loss = torch.sum(aux_scores.sum(dim=0) * tokens_per_expert) * (E * AUX_LOSS_COEFF / (k * T * T))
+            routing_probs = AuxLossAutoScaler.apply(routing_probs, aux_loss)
+        return routing_probs, routing_map
+
+    def experts(self, tokens, splits, probs):
+        fc1 = GroupedLinearFn.apply(tokens, splits, *self.fc1_w)
+        probs = probs.unsqueeze(-1)
+        if "moe_act" in self.modules_:
+            ckpt = tv.CheckpointWithoutOutput()
+            act = ckpt.checkpoint(lambda x, p: WeightedSwiGLUFn.apply(x, p, self.fp8_store), fc1, probs)
+            out = GroupedLinearFn.apply(act, splits, *self.fc2_w)
+            ckpt.discard_output_and_register_recompute(out)
+            return out
+        act = WeightedSwiGLUFn.apply(fc1, probs, self.fp8_store)
+        return GroupedLinearFn.apply(act, splits, *self.fc2_w)
+
+    def shared_experts(self, x):
+        fc1 = self.shared_fc1(x)
+        y = self.shared_fc2(tv.SwiGLUFp8StoreFn.apply(fc1) if self.fp8_store else ops.SwiGLUFn.apply(fc1))
+        if self.shared_gate is not None:
+            y = y * torch.sigmoid(F.linear(x, self.shared_gate))
+        return y
+
+    def custom_forward(self, x):
+        s, b, h = x.shape
+        shared = None
+        if self.shared:
+            if "shared_experts" in self.modules_:
+                shared = checkpoint(self.shared_experts, x, use_reentrant=True)
+            else:
+                shared = self.shared_experts(x)
+        probs, routing_map = self.route(x)
+        # MoEAllGatherTokenDispatcher, EP = TP = 1
+        hidden = x.view(-1, h)
+        local_map = routing_map[:, 0:self.cfg.experts].contiguous()
+        local_probs = probs[:, 0:self.cfg.experts].contiguous()
+        tokens_per_expert = local_map.sum(dim=0).long()
+        T = hidden.shape[0]
+        flat_sorted = local_map.bool().T.contiguous().reshape(-1).argsort(descending=True, stable=True)
+        sorted_indices = flat_sorted[: int(tokens_per_expert.sum().item())] % T
+        permuted = hidden.index_select(0, sorted_indices)
+        local_probs = local_probs.T.contiguous().masked_select(local_map.T.contiguous())
+        out = self.experts(permuted, tokens_per_expert.tolist(), local_probs)
+        restored = torch.zeros((T, h), dtype=out.dtype).scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h),
+                                                                      out)
+        restored = restored.view(s, b, h)
+        if shared is not None:
+            restored = restored + shared
+        return restored
+
+    def forward(self, x):
+        if "moe" in self.modules_:
+            return checkpoint(self.custom_forward, x, use_reentrant=True)
+        return self.custom_forward(x)
+
+
+def _dense_cfg(cfg):
+    return models.ModelConfig(**{**cfg.__dict__, "ffn": cfg.dense_ffn or cfg.ffn})
+
+
+def build(cfg, run, opts, seed=0):
+    """te_validation.build with MoE layers: the local spec (LocalLayer: fused RMSNorm modules) or the
+    TE spec (TELayer attention; pre_mlp_layernorm a TENorm of its own for a MoE layer,
+    gpt_layer_specs.py), every layer cfg.is_moe_layer(i) holding a MegatronMoE."""
+    torch.manual_seed(seed)
+    model = models.MegatronModel.__new__(models.MegatronModel)
+    nn.Module.__init__(model)
+    model.cfg, model.run = cfg, run
+    model.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+    model.final_w = nn.Parameter(torch.ones(cfg.hidden))
+    model.output_layer = models._linear(cfg.hidden, cfg.vocab, False)
+    modules = opts.modules if run.recompute == "selective" else ()
+    layers = []
+    for i in range(cfg.layers):
+        if not cfg.is_moe_layer(i):
+            dense = _dense_cfg(cfg)
+            layers.append(tv.TELayer(dense, run, opts) if opts.impl == tv.TE else tv.LocalLayer(dense, run, opts))
+        else:
+            layers.append(TEMoELayer(cfg, run, opts, modules) if opts.impl == tv.TE else
+                          LocalMoELayer(cfg, run, opts, modules))
+    model.layers = nn.ModuleList(layers)
+    return model.to(run.torch_dtype).train()
+
+
+class LocalMoELayer(tv.LocalLayer):
+    """LocalLayer (local spec: fused RMSNorm pre_mlp_layernorm, recompute layernorm) with a MoE."""
+
+    def __init__(self, cfg, run, opts, modules):
+        super().__init__(cfg, run, opts)
+        del self.fc1, self.fc2
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
+
+    def selective(self, module):  # transformer_layer.py l.538: mlp recompute skips MoE layers
+        return module != "mlp" and super().selective(module)
+
+    def _mlp(self, y):
+        return self.moe(y)
+
+
+class TEMoELayer(tv.TELayer):
+    """TELayer's attention; pre_mlp_layernorm a TENorm (TE RMSNorm keeps x and rsigma), then the MoE;
+    recompute layernorm frees the TENorm output after the MoE ran (transformer_layer.py l.1088)."""
+
+    def __init__(self, cfg, run, opts, modules):
+        super().__init__(cfg, run, opts)
+        del self.fc1_w, self.fc2_w
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
+
+    def selective(self, module):
+        return module != "mlp" and super().selective(module)
+
+    def mlp(self, h1):
+        if self.run.recompute == "selective" and "layernorm" in self.opts.modules:
+            ckpt = tv.CheckpointWithoutOutput()
+            n2 = ckpt.checkpoint(lambda t: ops.RMSNormFn.apply(t, self.ln2_w, self.cfg.eps), h1)
+            out = self.moe(n2)
+            ckpt.discard_output_and_register_recompute(out)
+            return out
+        return self.moe(ops.RMSNormFn.apply(h1, self.ln2_w, self.cfg.eps))
+
+
+@contextlib.contextmanager
+def _te_build_swapped():
+    saved = tv.build
+    tv.build = build
+    try:
+        yield
+    finally:
+        tv.build = saved
+
+
+def measure(cfg, run, opts, seed=0, backward=False):
+    """te_validation.measure (saved_tensors_hooks; a storage freed by CheckpointWithoutOutput counts
+    0) on the model built here."""
+    with _te_build_swapped():
+        return tv.measure(cfg, run, opts, seed, backward)
