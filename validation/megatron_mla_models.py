@@ -207,7 +207,7 @@ class MegatronMLALayer(nn.Module):
             return layer(x)
         import te_validation as te
 
-        return te.TELinearFn.apply(x, layer.weight, None, False)
+        return te.TELinearFn.apply(x, layer.weight, None, False, False)
 
     def _norm_linear(self, x, w, layer):
         """q/kv layernorm + up projection: local: a norm module then a linear; TE:
@@ -216,7 +216,7 @@ class MegatronMLALayer(nn.Module):
             return layer(ops.RMSNormFn.apply(x, w, self.cfg.eps))
         import te_validation as te
 
-        return te.TELayerNormLinearFn.apply(x, w, None, layer.weight, None, self.cfg.eps, True, False)
+        return te.TELayerNormLinearFn.apply(x, w, None, layer.weight, None, self.cfg.eps, True, False, 1)
 
     def _up_proj_and_rope(self, q_c, kv_c, k_pe):
         """qkv_up_proj_and_rope_apply. Local: q_c, kv_c are the normed latents; TE: the raw ones
@@ -256,8 +256,8 @@ class MegatronMLALayer(nn.Module):
             return self.fc2(ops.SwiGLUFn.apply(self.fc1(y)))
         import te_validation as te
 
-        fc1 = te.TELayerNormLinearFn.apply(y, self.norm2_w, None, self.fc1.weight, None, self.cfg.eps, True, False)
-        return te.TELinearFn.apply(ops.SwiGLUFn.apply(fc1), self.fc2.weight, None, False)
+        fc1 = te.TELayerNormLinearFn.apply(y, self.norm2_w, None, self.fc1.weight, None, self.cfg.eps, True, False, 1)
+        return te.TELinearFn.apply(ops.SwiGLUFn.apply(fc1), self.fc2.weight, None, False, False)
 
     def forward(self, x, rope=None):
         cfg, run = self.cfg, self.run

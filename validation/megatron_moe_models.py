@@ -44,7 +44,6 @@ The aux loss is on (moe_router_load_balancing_type aux_loss, Megatron's default 
 nonzero --moe-aux-loss-coeff as every Megatron MoE recipe sets; Megatron's coefficient default 0
 would skip it): its fp32 softmax over all E, its topk indices and the int64 tokens_per_expert are kept.
 """
-import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -309,18 +308,7 @@ class TEMoELayer(tv.TELayer):
         return self.moe(ops.RMSNormFn.apply(h1, self.ln2_w, self.cfg.eps))
 
 
-@contextlib.contextmanager
-def _te_build_swapped():
-    saved = tv.build
-    tv.build = build
-    try:
-        yield
-    finally:
-        tv.build = saved
-
-
 def measure(cfg, run, opts, seed=0, backward=False):
     """te_validation.measure (saved_tensors_hooks; a storage freed by CheckpointWithoutOutput counts
     0) on the model built here."""
-    with _te_build_swapped():
-        return tv.measure(cfg, run, opts, seed, backward)
+    return tv.measure(cfg, run, opts, seed, backward, build_fn=build)

@@ -159,7 +159,7 @@ int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t t
   return checked_add(checked_add(qkv, proj), checked_add(fc1, fc2));
 }
 
-std::vector<std::string> megatron_notes(const ModelSpec&, const Workload& w, Recompute recompute, int64_t cp) {
+std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, Recompute recompute, int64_t cp) {
   std::vector<std::string> notes;
   if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
   const MegatronOptions& o = w.megatron;

@@ -121,7 +121,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--freeze-embeddings", f.freeze_embeddings, "the input embedding (and a tied LM head) frozen");
   cmd->add_option("--frozen-layers", f.frozen_layers, "the first N decoder layers frozen (requires_grad False)");
   cmd->add_option("--packed-docs", f.packed_docs,
-                  "with --framework hf: N documents packed in each row of --seq-len tokens (padding-free packing)");
+                  "hf: N documents packed in each row of --seq-len tokens (padding-free)");
   cmd->add_option("--grad-accum", f.grad_accum, "gradient accumulation: micro-batches per optimizer step (no pipeline)");
   cmd->add_option("--head", f.head, "bert/roberta head: mlm, classifier[:N], none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
