@@ -235,3 +235,80 @@ def hf_config(cfg, run, wrapper=False):
     return {"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"], "text_config": text,
             "vision_config": {"model_type": "llama4_vision_model"}, "tie_word_embeddings": False,
             "torch_dtype": text["torch_dtype"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# EXPECTED.md "Llama 4 text" as code (expected.py dispatches here): (name, formula, bytes) terms.
+
+
+def expected_layer_terms(cfg, run, index):
+    s, b, h, a, kv, d = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    if run.recompute == "full":
+        return [("layer input (checkpoint)", "e·T·h", e * T * h)]
+    t = []
+
+    def norm(label):
+        t.extend([(f"{label} RMSNorm fp32 x (copy if e=2, x itself if e=4)", "4·T·h", 4 * T * h),
+                  (f"{label} RMSNorm rsqrt fp32", "4·T", 4 * T),
+                  (f"{label} RMSNorm normalized x (act dtype)", "e·T·h", e * T * h),
+                  (f"{label} output = next linear input", "e·T·h", e * T * h)])  # fmt: skip
+
+    norm("input_layernorm")
+    if cfg.llama4_rope(index):
+        if cfg.use_qk_norm:
+            for name, heads, sym in (("q", a, "a"), ("k", kv, "kv")):
+                t.extend([(f"L2Norm({name}) fp32 x (copy if e=2, the RoPE output if e=4)", f"4·T·{sym}·d", 4 * T * heads * d),
+                          (f"L2Norm({name}) rsqrt fp32", f"4·T·{sym}", 4 * T * heads)])  # fmt: skip
+    elif cfg.temperature_tuning:
+        t.append(("temperature scales fp32 (s), kept by q * attn_scales", "4·s", 4 * s))
+    eager = run.attention == "eager"
+    if eager:
+        groups = a // kv
+        t.append(("q copy (matmul reshape of the transposed q)", "e·T·a·d", e * T * a * d))
+        t.append(("k repeated (repeat_kv)" if groups > 1 else "k copy (matmul reshape)", "e·T·a·d", e * T * a * d))
+        t.append(("softmax output (act dtype, no upcast), kept by AV too", "e·b·a·s²", e * b * a * s * s))
+        t.append(("v repeated (repeat_kv)" if groups > 1 else "v copy (matmul reshape)", "e·T·a·d", e * T * a * d))
+        t.append(("context (o_proj input)", "e·T·a·d", e * T * a * d))
+    else:
+        t.extend([("q (flash input; the L2Norm / scaled / RoPE output)", "e·T·a·d", e * T * a * d),
+                  ("k (flash input)", "e·T·kv·d", e * T * kv * d),
+                  ("v (v_proj output, flash input)", "e·T·kv·d", e * T * kv * d),
+                  ("flash output = o_proj input", "e·T·a·d", e * T * a * d),
+                  ("flash logsumexp fp32", "4·b·a·s", 4 * b * a * s)])  # fmt: skip
+    norm("post_attention_layernorm")
+    if cfg.is_moe_layer(index):
+        E, k, f = cfg.experts, cfg.top_k, cfg.ffn
+        t.extend([("router top-k indices int64", "8·T·k", 8 * T * k),
+                  ("router sigmoid output fp32", "4·T·E", 4 * T * E),
+                  ("x.repeat(E, 1), kept by the score multiply", "e·E·T·h", e * E * T * h),
+                  ("score column (transposed copy), kept by the multiply", "e·E·T", e * E * T),
+                  ("scaled routed input, kept by bmm #1", "e·E·T·h", e * E * T * h),
+                  ("gate_up (E, T, 2f): gate kept by silu, up by the multiply", "2·e·E·T·f", 2 * e * E * T * f),
+                  ("silu(gate)", "e·E·T·f", e * E * T * f),
+                  ("up·silu(gate), kept by bmm #2", "e·E·T·f", e * E * T * f),
+                  ("shared expert: gate, silu(gate), up, product", "4·e·T·f", 4 * e * T * f)])  # fmt: skip
+    else:
+        fd = cfg.dense_ffn
+        t.append(("dense MLP (intermediate_size_mlp): gate, silu(gate), up, product", "4·e·T·fd", 4 * e * T * fd))
+    return t
+
+
+def expected_outside_terms(cfg, run):
+    s, b, h, d, V = run.seq_len, run.micro_batch, cfg.hidden, cfg.head_dim, cfg.vocab
+    T, e = s * b, 2 if run.dtype == "bf16" else 4
+    full = run.recompute == "full"
+    t = [("input ids int64 (embedding)", "8·T", 8 * T),
+         ("freqs_cis complex64 (s, d/2), saved by the RoPE multiplies / kept by every checkpoint", "4·s·d", 4 * s * d)]
+    if full:
+        t.append(("cache_position int64, kept by every checkpoint", "8·s", 8 * s))
+        if run.attention == "eager":
+            rope = [cfg.llama4_rope(i) for i in range(cfg.layers)]
+            if not all(rope):
+                t.append(("eager causal mask (b, 1, s, s), kept by the NoPE layers' checkpoints", "e·b·s²", e * b * s * s))
+            if any(rope):
+                t.append(("eager chunked mask (b, 1, s, s), kept by the RoPE layers' checkpoints", "e·b·s²", e * b * s * s))
+    t.extend([("final RMSNorm fp32 x", "4·T·h", 4 * T * h), ("final RMSNorm rsqrt", "4·T", 4 * T),
+              ("final RMSNorm normalized x", "e·T·h", e * T * h), ("LM head input (final norm output)", "e·T·h", e * T * h),
+              ("fp32 log-softmax (HF CE)", "4·T·V", 4 * T * V), ("targets int64", "8·T", 8 * T)])  # fmt: skip
+    return t
