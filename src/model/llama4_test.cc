@@ -9,6 +9,7 @@
 #include "model/hf_config.h"
 #include "model/params.h"
 #include "model/presets.h"
+#include "model/weight_tensors.h"
 
 namespace actmem {
 namespace {
@@ -58,6 +59,14 @@ TEST(Llama4Test, ScoutParamsExact) {
   EXPECT_EQ(p.embedding, 1'034'485'760);
   EXPECT_EQ(p.lm_head, 1'034'485'760);
   EXPECT_EQ(p.total(), 107'769'861'120);
+  int fused = 0;
+  for (const WeightTensor& t : layer_weight_tensors(m, m.layers[0]))
+    if (t.name == "mlp.experts.gate_up_proj") {
+      EXPECT_EQ(t.count, 16);
+      EXPECT_EQ(t.numel(), 2 * 8192 * int64_t{5120});  // gate_up_proj[e]: (h, 2f)
+      ++fused;
+    }
+  EXPECT_EQ(fused, 1);
   EXPECT_EQ(p.active(), 17'172'894'720);
 }
 
