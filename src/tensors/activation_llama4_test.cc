@@ -85,5 +85,33 @@ TEST(ActivationLlama4, EagerFullRecomputeKeepsBothMasks) {
   }
 }
 
+// What is not modeled is refused with the option named: Megatron (and torchtitan) have no Llama 4
+// block here, transformers 4.44 predates Llama 4 (4.51), Llama4PreTrainedModel has no
+// flash_attention_2, Llama4TextExperts has no experts backend, and HF's expert parallelism of
+// Llama4TextMoe (all experts on every token) is not modeled.
+TEST(ActivationLlama4, RefusesWhatIsNotModeled) {
+  auto m = parse_hf_config(kLlama4, "llama4.json");
+  ASSERT_TRUE(m);
+  auto field_of = [&](auto&& set) {
+    ActivationOptions o;
+    o.seq_len = 37;
+    o.attention = AttentionImpl::kSdpa;
+    set(o);
+    auto r = estimate_activations(*m, o);
+    return r ? std::string{"(accepted)"} : r.error().field;
+  };
+  EXPECT_EQ(field_of([](ActivationOptions&) {}), "(accepted)");
+  EXPECT_EQ(field_of([](ActivationOptions& o) { o.framework = Framework::kMegatron; }), "framework");
+  EXPECT_EQ(field_of([](ActivationOptions& o) { o.framework = Framework::kTorchtitan; }), "framework");
+  EXPECT_EQ(field_of([](ActivationOptions& o) { o.hf_version = HfVersion::k4_44; }), "hf_version");
+  EXPECT_EQ(field_of([](ActivationOptions& o) { o.attention = AttentionImpl::kFlash; }), "attention");
+  EXPECT_EQ(field_of([](ActivationOptions& o) { o.experts_impl = ExpertsImpl::kBatchedMm; }), "experts_impl");
+  EXPECT_EQ(field_of([](ActivationOptions& o) {
+              o.parallel.ep = 2;
+              o.parallel.dp = 2;
+            }),
+            "ep");
+}
+
 }  // namespace
 }  // namespace actmem
