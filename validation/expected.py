@@ -3,6 +3,8 @@ measurement of every case (`run_validation.py --check-formulas`). Symbols as in
 activation-rules.md: s, b, h, a, kv, d, f, V, e (bytes per activation element); T = s·b tokens;
 E experts, k experts per token (MoE). Each term is (name, formula text, bytes).
 """
+import functools
+
 import models
 
 
@@ -522,9 +524,15 @@ def expected(cfg: models.ModelConfig, run: models.RunConfig):
         layer, outside = _encoder_layer_terms(cfg, run), _encoder_outside_terms(cfg, run)
         per_layer = sum(x[2] for x in layer)
         return per_layer, cfg.layers * per_layer + sum(x[2] for x in outside), layer, outside
-    layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
+    if cfg.family == "llama4_text":  # llama4_model.py holds its terms (EXPECTED.md, "Llama 4 text")
+        import llama4_model
+        terms = functools.partial(llama4_model.expected_layer_terms, cfg, run)
+        layer, outside = terms(cfg.layers // 2), llama4_model.expected_outside_terms(cfg, run)
+    else:
+        terms = functools.partial(_terms_layer, cfg, run)
+        layer, outside = _terms_layer(cfg, run), _terms_outside(cfg, run)
     per_layer = sum(x[2] for x in layer)
-    layers = sum(sum(x[2] for x in _terms_layer(cfg, run, i)) for i in range(cfg.layers))
+    layers = sum(sum(x[2] for x in terms(i)) for i in range(cfg.layers))
     return per_layer, layers + sum(x[2] for x in outside), layer, outside
 
 

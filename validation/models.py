@@ -121,6 +121,21 @@ class ModelConfig:
     num_labels: int = 2
     classifier_dropout: float = None
     type_vocab: int = 2
+    # llama4_text (llama4_model.py): ffn = intermediate_size (experts and the shared expert), dense_ffn =
+    # intermediate_size_mlp, sparse_step = interleave_moe_layer_step; no_rope_layers (1 = RoPE; empty:
+    # every 4th layer NoPE), attention_chunk_size (the RoPE layers' chunked mask), use_qk_norm
+    # (L2 norm on the RoPE layers), attn_temperature_tuning with floor_scale / attn_scale (NoPE layers)
+    no_rope_layers: tuple = ()
+    attention_chunk: int = 8192
+    use_qk_norm: bool = True
+    temperature_tuning: bool = True
+    floor_scale: float = 8192.0
+    attn_scale: float = 0.1
+    wrapper: bool = False  # llama4_text: the case's config.json is the Llama4ForConditionalGeneration wrapper
+
+    def llama4_rope(self, i):
+        """Llama4TextAttention.use_rope: no_rope_layers[i], default int((i + 1) % 4 != 0)."""
+        return bool(self.no_rope_layers[i]) if self.no_rope_layers else (i + 1) % 4 != 0
 
     def is_sliding(self, i):
         return bool(self.sliding_pattern) and (i + 1) % self.sliding_pattern != 0
@@ -134,6 +149,8 @@ class ModelConfig:
             return i not in self.mlp_only_layers and (i + 1) % self.sparse_step == 0
         if moe == "deepseek":  # DeepseekV3DecoderLayer
             return i >= self.first_dense
+        if moe == "llama4":  # Llama4TextConfig.moe_layers: range(step - 1, L, step)
+            return (i + 1) % self.sparse_step == 0
         return True  # Mixtral, Qwen3-MoE (every layer here)
 
     @property
@@ -206,6 +223,9 @@ FAMILY_TRAITS = {
     # embedding dropout (4.44 builds embed_dropout and never calls it; 4.48+ has none)
     "phi3": FamilyTraits(qkv="phi3", mlp="phi3", hidden_dropout=True),
     "gpt_neox": FamilyTraits(norm="layer", qkv="neox", mlp="gelu", hidden_dropout=True, embedding_dropout=True),
+    # modeling_llama4.py (4.57, 5): its own model class, llama4_model.py (complex RoPE, NoPE layers,
+    # L2 q/k norm, temperature tuning, chunked mask, softmax without fp32 upcast, Llama4TextMoe)
+    "llama4_text": FamilyTraits(softmax_fp32=False, moe="llama4"),
     # encoders: HFEncoderModel below (post-LN BertLayer); the traits only say LayerNorm / no RoPE
     "bert": FamilyTraits(norm="layer", mlp="gelu", rope=False, softmax_fp32=False, learned_positions=True),
     "roberta": FamilyTraits(norm="layer", mlp="gelu", rope=False, softmax_fp32=False, learned_positions=True),
@@ -1196,5 +1216,8 @@ def build(cfg: ModelConfig, run: RunConfig, seed=0):
     torch.manual_seed(seed)
     if cfg.family in ENCODER_FAMILIES:
         return HFEncoderModel(cfg, run).to(run.torch_dtype).train()
+    if cfg.family == "llama4_text":
+        import llama4_model
+        return llama4_model.Llama4Model(cfg, run).to(run.torch_dtype).train()
     model = (HFModel if run.framework == "hf" else MegatronModel)(cfg, run)
     return model.to(run.torch_dtype).train()

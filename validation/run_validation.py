@@ -23,6 +23,7 @@ import torch  # noqa: E402
 import expected  # noqa: E402
 import measure  # noqa: E402
 import models  # noqa: E402
+import llama4_model  # noqa: E402
 import parallel_models  # noqa: E402
 
 TOLERANCE = 0.01  # relative, on per-layer and on total bytes
@@ -91,6 +92,20 @@ FALCON_NEW_1LN = dict(FALCON_NEW, num_ln=1, layers=3)
 GEMMA3 = dict(family="gemma3_text", hidden=320, layers=4, heads=5, kv_heads=1, head_dim=72, ffn=880, vocab=1009,
               eps=1e-6, tie_embeddings=True, query_pre_attn_scalar=64, sliding_pattern=2, sliding_window=16)
 GEMMA3_GQA = dict(GEMMA3, hidden=336, heads=6, kv_heads=2, head_dim=56, ffn=900, vocab=1013)
+# Llama 4 text (llama4_model.py): 4 layers, MoE every 2nd (interleave_moe_layer_step 2: layers 1, 3)
+# with 4 experts top-1 and a shared expert, dense layers of intermediate_size_mlp; layer 3 NoPE (every
+# 4th), the RoPE layers chunked at 16 < s (eager: two (b, 1, s, s) masks), L2 q/k norm, temperature
+# tuning (floor_scale 4: scales > 1 within s); the middle layer (2) is a dense RoPE layer
+LLAMA4 = dict(family="llama4_text", hidden=320, layers=4, heads=10, kv_heads=2, head_dim=32, ffn=160, dense_ffn=448,
+              vocab=1009, experts=4, top_k=1, sparse_step=2, attention_chunk=16, floor_scale=4.0)
+# sdpa passes no mask only while s < attention_chunk_size (else CUDA leaves the flash kernel)
+LLAMA4_SDPA = dict(LLAMA4, attention_chunk=64)
+# every layer MoE, no_rope_layers [1, 0, 1]: the middle layer is a NoPE MoE layer; MHA (no repeat_kv);
+# the config.json is the Llama4ForConditionalGeneration wrapper (text_config)
+LLAMA4_NOPE = dict(LLAMA4, layers=3, heads=8, kv_heads=8, head_dim=40, sparse_step=1, no_rope_layers=(1, 0, 1),
+                   wrapper=True)
+# Maverick-like: no q/k norm, no temperature tuning, 2 of 5 experts
+LLAMA4_PLAIN = dict(LLAMA4, experts=5, top_k=2, use_qk_norm=False, temperature_tuning=False)
 # Encoders (post-LN, bidirectional, token types, no causal mask): BERT with the MLM head (tied
 # decoder) or pooler + classifier; RoBERTa's position ids from input_ids (a (b, s) int64 tensor),
 # P = 2 + s_max like roberta-base's 514, RobertaClassificationHead (no pooler)
@@ -328,6 +343,15 @@ CASES = [
     case("gemma3_text-hf-sdpa-none-bf16-mqa-attndrop", GEMMA3, "hf", "sdpa", "none", "bf16", 33, 2, 0.0, 0.1),
     case("gemma3_text-hf-eager-full-bf16-mqa", GEMMA3, "hf", "eager", "full", "bf16", 37, 2),
     case("gemma3_text-hf-sdpa-full-fp32-gqa", GEMMA3_GQA, "hf", "sdpa", "full", "fp32", 29, 3),
+    # Llama 4 text (4.57; transformers 5 saves the same: Llama4TextExperts keeps its own bmm)
+    case("llama4_text-hf-eager-none-bf16", LLAMA4, "hf", "eager", "none", "bf16", 37, 2),
+    case("llama4_text-hf-eager-full-bf16", LLAMA4, "hf", "eager", "full", "bf16", 37, 2),
+    case("llama4_text-hf-sdpa-none-bf16", LLAMA4_SDPA, "hf", "sdpa", "none", "bf16", 45, 3),
+    case("llama4_text-hf-sdpa-full-bf16", LLAMA4_SDPA, "hf", "sdpa", "full", "bf16", 41, 2),
+    case("llama4_text-hf-eager-none-fp32-nope-wrapper", LLAMA4_NOPE, "hf", "eager", "none", "fp32", 29, 2),
+    case("llama4_text-hf-eager-none-bf16-plain", LLAMA4_PLAIN, "hf", "eager", "none", "bf16", 37, 2),
+    case_5("llama4_text-hf5-eager-full-bf16", LLAMA4, "eager", "full", "bf16", 37, 2),
+    case_5("llama4_text-hf5-sdpa-none-bf16-nope", dict(LLAMA4_NOPE, attention_chunk=64), "sdpa", "none", "bf16", 33, 2),
     # encoders (issue 8 item 4): BERT / RoBERTa, eager and sdpa, MLM and classifier heads
     case("bert-hf-eager-none-bf16-mlm-drop", BERT, "hf", "eager", "none", "bf16", 37, 3, 0.1, 0.1),
     case("bert-hf-eager-none-fp32-mlm", BERT, "hf", "eager", "none", "fp32", 29, 2),
@@ -370,6 +394,8 @@ CASES = [
 
 def hf_config(cfg: models.ModelConfig, run: models.RunConfig):
     dtype = {"bf16": "bfloat16", "fp32": "float32"}[run.dtype]
+    if cfg.family == "llama4_text":
+        return llama4_model.hf_config(cfg, run, wrapper=cfg.wrapper)
     if cfg.family == "gpt2":
         return {
             "model_type": "gpt2",

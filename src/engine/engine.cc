@@ -38,6 +38,30 @@ StaticOptions static_options(const Workload& w, const Layout& l) {
   return o;
 }
 
+/// Llama 4 text (model_type llama4_text) is modeled from transformers' modeling_llama4.py only.
+Expected<void> check_llama4_workload(const ModelSpec& m, const Workload& w) {
+  if (m.model_type != "llama4_text") return {};
+  if (w.framework != Framework::kHF)
+    return Error{ErrorKind::kIncompatible, "framework",
+                 fmt::format("@framework {}: Llama 4 (NoPE layers, chunked attention, L2 q/k norm, its sigmoid "
+                             "top-k MoE) is modeled for @framework hf only; use @framework hf",
+                             kFrameworkNames.name(w.framework))};
+  if (w.hf_version == HfVersion::k4_44)
+    return Error{ErrorKind::kIncompatible, "hf_version",
+                 "@hf_version 4.44: Llama 4 arrived in transformers 4.51 (modeling_llama4.py); use @hf_version 5 or "
+                 "4.57"};
+  if (w.attention == AttentionImpl::kFlash)
+    return Error{ErrorKind::kIncompatible, "attention",
+                 "@attention flash: transformers' Llama 4 does not support flash_attention_2 "
+                 "(Llama4PreTrainedModel._supports_flash_attn = False); use @attention sdpa or eager"};
+  if (w.experts_impl != ExpertsImpl::kGroupedMm)
+    return Error{ErrorKind::kIncompatible, "experts_impl",
+                 fmt::format("@experts_impl {}: Llama4TextExperts runs its own bmm over every expert (no experts "
+                             "backend to choose); drop @experts_impl",
+                             kExpertsImplNames.name(w.experts_impl))};
+  return {};
+}
+
 }  // namespace
 
 Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload) {
@@ -49,6 +73,7 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
   }
   const ModelSpec& model = workload.head.empty() ? given : headed;
   if (auto v = model.validate(); !v) return v.error();
+  if (auto v = check_llama4_workload(model, workload); !v) return v.error();
   if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v.error();
   if (auto v = detail::check_megatron_workload(model, workload); !v) return v.error();
   if (auto v = detail::check_encoder_workload(model, workload); !v) return v.error();

@@ -120,6 +120,17 @@ constexpr std::array kArchTable{
                .attention_bias_key = false, .mlp_bias = true, .tie_embeddings = true, .learned_positions = true,
                .encoder = true, .family_keys = true, .default_max_positions = 512, .default_norm_eps = 1e-12,
                .default_dropout = 0.1},
+    // Llama4ForCausalLM, the text model of Llama4ForConditionalGeneration (modeling_llama4.py,
+    // configuration_llama4.py Llama4TextConfig, transformers 4.51+): Llama's attention and norms;
+    // NoPE every no_rope_layer_interval-th layer, L2 q/k norm (no weight) on the RoPE layers; MoE
+    // layers (Llama4TextMoe): sigmoid top-k router, experts as fused 3-D weights, one shared expert.
+    // hf_config.cc read_llama4_layers reads the rest (intermediate_size_mlp, no_rope_layers, ...).
+    ArchTraits{.model_type = "llama4_text", .hf_class = "Llama4ForCausalLM",
+               .moe = MoeStyle::kLlama4,
+               .moe_defaults = {.num_experts = 16, .experts_per_token = 1, .expert_ffn = 8192, .shared_ffn = 8192},
+               .default_head_dim = 128, .default_max_positions = 4096 * 32, .default_norm_eps = 1e-5,
+               .nested_defaults_json = R"({"vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
+                   "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8})"},
     ArchTraits{.model_type = "deepseek_v3", .hf_class = "DeepseekV3ForCausalLM", .mla = true,
                .moe = MoeStyle::kDeepseek,
                .moe_defaults = {.num_experts = 256, .experts_per_token = 8, .expert_ffn = 2048, .shared_ffn = 1},

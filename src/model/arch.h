@@ -19,6 +19,8 @@ enum class MoeStyle {
   kQwen2Moe,  // decoder_sparse_step / mlp_only_layers; one shared expert with a sigmoid gate
   kQwen3Moe,  // as Qwen2-MoE without the shared expert
   kDeepseek,  // first_k_dense_replace / moe_layer_freq; n_shared_experts; e_score_correction_bias
+  kLlama4,    // moe_layers / interleave_moe_layer_step; experts and the one shared expert sized by
+              // intermediate_size; dense layers by intermediate_size_mlp; sigmoid top-k, no renormalization
 };
 
 /// Which layers use sliding-window attention.

@@ -8,12 +8,12 @@ namespace {
 TEST(ArchTest, EveryRequiredTypeHasARow) {
   for (std::string_view type : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                                 "gemma2", "gpt2", "gpt_neox", "phi3", "deepseek_v3", "gpt_bigcode", "phi", "olmo2",
-                                "falcon", "gemma3_text", "bert", "roberta"}) {
+                                "falcon", "gemma3_text", "bert", "roberta", "llama4_text"}) {
     auto arch = find_arch(type);
     ASSERT_TRUE(arch) << type;
     EXPECT_EQ((*arch)->model_type, type);
   }
-  EXPECT_EQ(supported_model_types().size(), 20u);
+  EXPECT_EQ(supported_model_types().size(), 21u);
 }
 
 TEST(ArchTest, TraitsFollowTheHfClasses) {
@@ -43,6 +43,7 @@ TEST(ArchTest, TraitsFollowTheHfClasses) {
   EXPECT_EQ((*find_arch("mixtral"))->moe, MoeStyle::kMixtral);
   EXPECT_EQ((*find_arch("qwen2_moe"))->moe, MoeStyle::kQwen2Moe);
   EXPECT_EQ((*find_arch("qwen3_moe"))->moe, MoeStyle::kQwen3Moe);
+  EXPECT_EQ((*find_arch("llama4_text"))->moe, MoeStyle::kLlama4);
   // Issue 8 families (modeling_gpt_bigcode.py, modeling_phi.py, modeling_olmo2.py, modeling_falcon.py,
   // modeling_gemma3.py).
   EXPECT_TRUE((*find_arch("gpt_bigcode"))->fused_qkv && (*find_arch("gpt_bigcode"))->learned_positions);

@@ -333,6 +333,27 @@ Expected<std::vector<bool>> read_moe_layers(const ConfigReader& r, const ArchTra
       for (int64_t i = 0; i < num_layers; ++i) moe[static_cast<size_t>(i)] = i >= *first_dense && i % *freq == 0;
       return moe;
     }
+    case MoeStyle::kLlama4: {
+      // Llama4TextConfig: moe_layers, else range(interleave_moe_layer_step − 1, L, interleave_moe_layer_step).
+      static constexpr Key kMoeLayers{{"moe_layers"}};
+      static constexpr Key kInterleave{{"interleave_moe_layer_step"}};
+      if (auto f = r.find(kMoeLayers); f && !f->value->is_null()) {
+        if (!f->value->is_array())
+          return r.error(fmt::format("'{}' must be a list of layer indices, got {}", f->name, describe(*f->value)));
+        for (const json& v : *f->value) {
+          auto i = r.to_int({f->name, &v});
+          if (!i) return i.error();
+          if (*i < 0 || *i >= num_layers)
+            return r.error(fmt::format("'{}' holds layer {}, outside 0..{}", f->name, *i, num_layers - 1));
+          moe[static_cast<size_t>(*i)] = true;
+        }
+        return moe;
+      }
+      auto step = r.int_or(kInterleave, 1, 1, kMaxLayers);
+      if (!step) return step.error();
+      for (int64_t i = *step - 1; i < num_layers; i += *step) moe[static_cast<size_t>(i)] = true;
+      return moe;
+    }
   }
   return moe;
 }
@@ -351,6 +372,12 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
   if (arch.moe == MoeStyle::kMixtral) {
     if (ffn == 0) return r.error("missing required key 'intermediate_size' (the size of one expert)");
     moe.expert_ffn = ffn;
+  } else if (arch.moe == MoeStyle::kLlama4) {
+    // Llama4TextExperts and the shared expert (Llama4TextMLP(config)) are both intermediate_size wide;
+    // Llama4Router scores with sigmoid on the top-k logits: no renormalization.
+    moe.expert_ffn = moe.shared_ffn = ffn > 0 ? ffn : d.expert_ffn;
+    moe.normalize_topk = false;
+    return std::optional<MoeSpec>{moe};
   } else {
     auto expert_ffn = r.int_or(kMoeIntermediateSize, d.expert_ffn, 1, kMaxFfn);
     if (!expert_ffn) return expert_ffn.error();
@@ -544,6 +571,81 @@ Expected<void> read_encoder_keys(const ConfigReader& r, const ArchTraits& arch, 
   return {};
 }
 
+/// Llama 4 text (configuration_llama4.py Llama4TextConfig, modeling_llama4.py), after the layers:
+///  - dense layers (not in moe_layers) are Llama4TextMLP(intermediate_size_mlp), default 16384;
+///  - no_rope_layers (1 = RoPE, 0 = NoPE), empty or absent: int((i + 1) % no_rope_layer_interval != 0),
+///    interval default 4;
+///  - layer_types ("chunked_attention" | "full_attention"), absent: chunked on the RoPE layers, which
+///    attend within attention_chunk_size tokens (default 8192; null: full causal attention);
+///  - use_qk_norm (default true): Llama4TextL2Norm on the RoPE layers; attn_temperature_tuning
+///    (default true; Scout's config.json writes 4, a truthy number): q scaled on the NoPE layers.
+Expected<void> read_llama4_layers(const ConfigReader& r, ModelSpec& spec) {
+  static constexpr Key kMlpSize{{"intermediate_size_mlp"}};
+  static constexpr Key kNoRope{{"no_rope_layers"}};
+  static constexpr Key kNoRopeInterval{{"no_rope_layer_interval"}};
+  static constexpr Key kChunk{{"attention_chunk_size"}};
+  static constexpr Key kUseQkNorm{{"use_qk_norm"}};
+  static constexpr Key kTemperature{{"attn_temperature_tuning"}};
+  auto mlp = r.int_or(kMlpSize, 16384, 1, kMaxFfn);
+  if (!mlp) return mlp.error();
+  const auto n = static_cast<size_t>(spec.num_layers);
+  std::vector<bool> rope(n, true);
+  const auto listed = r.find(kNoRope);
+  if (listed && !listed->value->is_null() && !(listed->value->is_array() && listed->value->empty())) {
+    const json& list = *listed->value;
+    if (!list.is_array() || list.size() < n)
+      return r.error(fmt::format("'{}' must be a list of at least {} 0/1 values (1 = RoPE), got {}", listed->name, n,
+                                 describe(list)));
+    for (size_t i = 0; i < n; ++i) {
+      auto v = r.to_int({listed->name, &list[i]});
+      if (!v) return v.error();
+      if (*v != 0 && *v != 1)
+        return r.error(fmt::format("'{}'[{}] = {} must be 0 (NoPE) or 1 (RoPE)", listed->name, i, *v));
+      rope[i] = *v == 1;
+    }
+  } else {
+    auto interval = r.int_or(kNoRopeInterval, 4, 1, kMaxLayers);
+    if (!interval) return interval.error();
+    for (size_t i = 0; i < n; ++i) rope[i] = (static_cast<int64_t>(i) + 1) % *interval != 0;
+  }
+  auto chunk = r.int_or(kChunk, 8192, 1, kMaxPositions);
+  if (!chunk) return chunk.error();
+  if (auto f = r.find(kChunk); f && f->value->is_null()) *chunk = 0;
+  std::vector<bool> chunked = rope;
+  if (auto types = r.find(Key{{"layer_types"}}); types && !types->value->is_null()) {
+    const json& list = *types->value;
+    if (!list.is_array() || list.size() != n)
+      return r.error(fmt::format("'{}' must be a list of {} strings (one per layer), got {}", types->name, n,
+                                 describe(list)));
+    for (size_t i = 0; i < n; ++i) {
+      if (list[i] != "chunked_attention" && list[i] != "full_attention")
+        return r.error(fmt::format("'{}'[{}] = {} is not supported; use \"chunked_attention\" or \"full_attention\"",
+                                   types->name, i, describe(list[i])));
+      chunked[i] = list[i] == "chunked_attention";
+    }
+  }
+  auto qk = r.bool_or(kUseQkNorm, true);
+  if (!qk) return qk.error();
+  bool temperature = true;
+  if (auto f = r.find(kTemperature); f && !f->value->is_null()) {
+    if (f->value->is_boolean())
+      temperature = f->value->get<bool>();
+    else if (f->value->is_number())
+      temperature = f->value->get<double>() != 0.0;
+    else
+      return r.error(fmt::format("'{}' must be true, false or a number, got {}", f->name, describe(*f->value)));
+  }
+  spec.qk_l2_norm = *qk;
+  spec.attn_temperature_tuning = temperature;
+  for (size_t i = 0; i < n; ++i) {
+    LayerSpec& l = spec.layers[i];
+    if (!l.moe) l.ffn = *mlp;
+    l.no_rope = !rope[i];
+    l.attention_chunk = chunked[i] ? *chunk : 0;
+  }
+  return {};
+}
+
 /// Keys only some families have (ArchTraits::family_keys), read after the common ones.
 ///  - gpt_bigcode (configuration_gpt_bigcode.py, GPTBigCodeAttention): multi_query (default true)
 ///    means one KV head; add_cross_attention adds a cross-attention block (refused).
@@ -717,6 +819,8 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
       layer.ffn = dense_ffn;
     }
   }
+  if (arch.model_type == "llama4_text")
+    if (auto l = read_llama4_layers(r, spec); !l) return l.error();
   if (spec.moe && spec.num_moe_layers() == 0) spec.moe.reset();
 
   if (auto valid = spec.validate(); !valid) return r.error(valid.error().message);
@@ -770,7 +874,12 @@ Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_n
     class_defaults = json::parse((*arch)->nested_defaults_json);  // our own text: well-formed
   const ConfigReader reader(*config, wrapper, class_defaults.is_object() ? &class_defaults : nullptr,
                             display_name);
-  return read_spec(reader, **arch, std::move(display_name));
+  auto spec = read_spec(reader, **arch, std::move(display_name));
+  if (spec && wrapper) {  // the wrapper's own model_type, e.g. "llama4" around "llama4_text"
+    auto outer = ConfigReader(root, nullptr, nullptr, "").optional_string(kModelType);
+    spec->wrapper_model_type = outer && *outer ? one_line(**outer, 40) : std::string{"multimodal"};
+  }
+  return spec;
 }
 
 }  // namespace

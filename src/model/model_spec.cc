@@ -44,6 +44,7 @@ Expected<void> ModelSpec::validate() const {
       if (auto r = check_positive("intermediate_size", l.ffn, kMaxFfn); !r) return r;
     if (l.moe && !moe) return Error{fmt::format("layer {} is MoE but the model has no MoE fields", i)};
     if (l.sliding_window < 0) return Error{"sliding_window must be >= 0"};
+    if (l.attention_chunk < 0) return Error{"attention_chunk_size must be >= 0"};
   }
   if (moe) {
     if (auto r = check_positive("num_experts", moe->num_experts, kMaxExperts); !r) return r;

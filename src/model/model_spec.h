@@ -71,6 +71,10 @@ struct LayerSpec {
   bool moe = false;            // routed experts instead of the dense MLP
   int64_t ffn = 0;             // dense MLP intermediate size (unused when moe)
   int64_t sliding_window = 0;  // 0 = global attention; else the window in tokens
+  // Llama 4 (iRoPE): a NoPE layer (no_rope_layers[i] == 0) applies no RoPE; the RoPE layers attend
+  // within chunks of attention_chunk tokens (chunked local mask; 0 = full causal attention).
+  bool no_rope = false;
+  int64_t attention_chunk = 0;
 };
 
 /// KV heads one tensor-parallel rank holds: kv/tp, and at least one (when kv < tp each rank keeps
@@ -110,6 +114,13 @@ struct ModelSpec {
   bool shared_input_norm = false;  // Phi, Falcon-7B: one norm per layer, read by attention and the MLP
   bool post_norms_only = false;    // OLMo 2: norms on the attention and MLP outputs, none on their inputs
   bool qk_norm_full_width = false; // OLMo 2: q_norm / k_norm over the whole projection (a·d, kv·d)
+  // Llama 4: use_qk_norm is Llama4TextL2Norm (no weight) on q and k after RoPE, on RoPE layers only;
+  // attn_temperature_tuning scales q on NoPE layers by a per-position fp32 factor.
+  bool qk_l2_norm = false;
+  bool attn_temperature_tuning = false;
+  // The config.json was a multimodal wrapper (Llava, Llama 4, ...): its model_type, e.g. "llama4";
+  // only the text_config model is described (no vision tower, no projector). Empty otherwise.
+  std::string wrapper_model_type;
   // Falcon: FalconAttention._split_heads makes k and v new tensors (list indexing `[..., [-2], :]`,
   // or `.transpose(1, 2).reshape(...)` of strided slices): kv heads each, or, under
   // new_decoder_architecture (broadcast_to + flatten), a heads each (kv_expanded_in_split).

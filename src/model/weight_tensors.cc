@@ -154,7 +154,16 @@ std::vector<WeightTensor> layer_weight_tensors(const ModelSpec& m, const LayerSp
       out.vector("mlp.router.bias", moe.num_experts, WeightRole::kRouter, WeightShard::kReplicated, "E");
     // Without expert parallelism vLLM splits every expert's intermediate size over the TP ranks.
     out.set_part(WeightPart::kRoutedExperts);
-    add_mlp(out, m, "mlp.experts", moe.expert_ffn, "f_e", moe.num_experts, m.mlp_bias);
+    if (m.model_type == "llama4_text") {
+      // Llama4TextExperts: fused 3-D parameters gate_up_proj (E, h, 2·f_e) and down_proj (E, f_e, h),
+      // listed here as E matrices of (2·f_e, h) and (h, f_e) in the nn.Linear (out, in) convention.
+      out.matrix("mlp.experts.gate_up_proj", 2 * moe.expert_ffn, m.hidden, WeightRole::kLinear, WeightShard::kColumn,
+                 "2·f_e", "h", moe.num_experts);
+      out.matrix("mlp.experts.down_proj", m.hidden, moe.expert_ffn, WeightRole::kLinear, WeightShard::kRow, "h",
+                 "f_e", moe.num_experts);
+    } else {
+      add_mlp(out, m, "mlp.experts", moe.expert_ffn, "f_e", moe.num_experts, m.mlp_bias);
+    }
     out.set_part(WeightPart::kSharedExperts);
     if (moe.shared_ffn > 0) add_mlp(out, m, "mlp.shared_experts", moe.shared_ffn, "f_s", 1, m.mlp_bias);
     out.set_part(WeightPart::kSharedExpertGate);

@@ -215,6 +215,12 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
     if (!model.is_moe())
       return r.fail(ErrorKind::kIncompatible, "ep",
                     [&] { return fmt::format("@ep {}: the model has no routed experts; use @ep 1", layout.ep); });
+    if (model.model_type == "llama4_text")  // op_graph.cc llama4_moe: E·s·b rows on one rank
+      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
+        return fmt::format("@ep {}: transformers' Llama4TextMoe runs all experts on every token on one rank; its "
+                           "expert-parallel plan is not modeled; use @ep 1",
+                           layout.ep);
+      });
     if (model.moe->num_experts % layout.ep != 0)
       return r.fail(ErrorKind::kIncompatible, "ep", [&] {
         return fmt::format("@ep {}: num_experts ({}) is not divisible by {}; valid @ep values: {}", layout.ep,

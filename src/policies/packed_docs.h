@@ -71,6 +71,11 @@ bool check_packed_docs(const ModelSpec& m, const Workload& w, const Layout& l, R
       return std::string("@packed_docs: packed rows are modelled for RoPE decoders; a learned position table "
                          "(gpt2, gpt_bigcode) is not; drop @packed_docs");
     });
+  if (m.model_type == "llama4_text")
+    return r.fail(ErrorKind::kIncompatible, "packed_docs", [] {
+      return std::string("@packed_docs: Llama 4's complex RoPE table and chunked attention mask under packed rows "
+                         "are not modelled; drop @packed_docs");
+    });
   if (w.hf_version == HfVersion::k4_44)
     return r.fail(ErrorKind::kIncompatible, "packed_docs", [] {
       return std::string("@packed_docs: transformers 4.44 builds no packed-document mask (masking_utils came "

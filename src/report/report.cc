@@ -201,7 +201,18 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
   if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
-  if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5 && model.is_moe())
+  const bool llama4 = model.model_type == "llama4_text";
+  if (!model.wrapper_model_type.empty())
+    notes.push_back(fmt::format("config.json is a multimodal wrapper (model_type '{}'): only its text_config model "
+                                "is counted, parameters and activations; no vision encoder, no projector",
+                                model.wrapper_model_type));
+  if (llama4 && w.framework == Framework::kHF)
+    notes.push_back(fmt::format(
+        "hf rules: transformers {} Llama4ForCausalLM (4.57 and 5 save the same): NoPE layers keep the fp32 "
+        "temperature scales, RoPE layers the shared complex freqs_cis and L2 q/k norm statistics; eager "
+        "softmax in the activation dtype; Llama4TextMoe runs every expert on every token (E·s·b rows)",
+        kHfVersionNames.name(w.hf_version)));
+  else if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5 && model.is_moe())
     notes.push_back(fmt::format(
         "hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): MoE experts "
         "as fused 3-D weights run by {} (experts_impl); everything else as the 4.57 rules",
@@ -218,6 +229,16 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.cp)) notes.push_back(std::move(note));
   if (w.attention == AttentionImpl::kSdpa && w.packed_docs == 0)  // packed: its own note (packed_docs.h)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
+  if (w.attention == AttentionImpl::kSdpa && llama4) {
+    int64_t chunk = 0;
+    for (const LayerSpec& l : model.layers)
+      if (l.attention_chunk > 0 && (chunk == 0 || l.attention_chunk < chunk)) chunk = l.attention_chunk;
+    if (chunk > 0 && o.seq_len >= chunk)
+      notes.push_back(fmt::format("seq_len {} >= attention_chunk_size {}: the chunked layers pass sdpa an explicit "
+                                  "mask, so CUDA runs its efficient or math backend, not flash; its saved mask/bias "
+                                  "(up to b·s² per chunked layer) is not modeled",
+                                  o.seq_len, chunk));
+  }
   if (w.framework == Framework::kTorchtitan) {
     notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
                     "its input and fp32 rstd; RoPE keeps only freqs_cis, a buffer (the fp32 q/k copies are "
@@ -267,7 +288,10 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   if (par.cp > 1)
     notes.push_back("CP: each rank holds s/cp of the sequence; ring attention keeps only its local q, k, v");
   if (model.is_moe()) {
-    notes.push_back(model.moe->capacity_factor > 0
+    notes.push_back(llama4 && w.framework == Framework::kHF
+                        ? "Llama4TextMoe: no dispatch; every expert's bmm runs on all s·b tokens, the unchosen "
+                          "ones scaled by a zero routing score"
+                    : model.moe->capacity_factor > 0
                         ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ / ep"
                         : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b/ep token rows");
     if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");

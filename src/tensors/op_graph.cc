@@ -142,9 +142,14 @@ struct HfModelTraits {
   // and create_sliding_window_causal_mask their own eager mask; every layer receives both
   // position embeddings, and its own type's mask.
   bool local_rope_and_mask = false;
+  // Llama4TextModel (modeling_llama4.py, transformers 4.57 and 5): complex RoPE (one fp32 complex
+  // freqs_cis shared by all layers), q/k transposed after RoPE (eager matmul copies them), L2 q/k
+  // norm, temperature-tuned q on NoPE layers, the full and the chunked eager masks, and
+  // Llama4TextMoe: every expert on every token (repeat + bmm), a sigmoid top-k router, a shared expert.
+  bool llama4 = false;
 };
 using ShiftedLoss = HfModelTraits::ShiftedLoss;
-constexpr std::array<HfModelTraits, 13> kHfTraits{{
+constexpr std::array<HfModelTraits, 14> kHfTraits{{
     {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
     {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
     {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
@@ -161,6 +166,8 @@ constexpr std::array<HfModelTraits, 13> kHfTraits{{
     // modeling_bert.py BertSelfAttention (RobertaSelfAttention copies it): nn.functional.softmax(scores, dim=-1)
     {.model_type = "bert", .softmax_in_activation_dtype = true},
     {.model_type = "roberta", .softmax_in_activation_dtype = true},
+    // modeling_llama4.py eager_attention_forward: "llama4 doesn't cast attn weights to fp32"
+    {.model_type = "llama4_text", .softmax_in_activation_dtype = true, .llama4 = true},
 }};
 
 HfModelTraits hf_traits(const ModelSpec& m) {
@@ -233,6 +240,7 @@ struct Context {
   bool fp8 = false;
   bool weights_frozen = false;  // a frozen layer (--frozen-layers) whose input needs a gradient (LayerGrad::kFrozen)
   bool packed = false;  // --packed-docs under the hf rules (policies/packed_docs.h)
+  bool no_rope = false;         // the layer being built is a NoPE layer (Llama 4)
   /// The layer's weights take no gradient: every base weight under LoRA, or a frozen layer's.
   bool frozen() const { return workload.lora.enabled() || weights_frozen; }
 
@@ -572,6 +580,45 @@ int standard_attention(Builder& g, const Context& c, int x) {
   return core_attention(g, c, q, k, v, c.variant.gqa_repeat && !expanded, c.d, c.d);
 }
 
+/// Llama4TextL2Norm on q or k (b, s, heads, d): `x.float()` kept by pow (x itself in fp32), the
+/// fp32 rsqrt per row kept by the multiply; no weight; `.type_as(x)` gives the output.
+int l2_norm(Builder& g, const Context& c, int input, const Dim& heads, const std::string& prefix) {
+  const Shape full{c.s_tp, c.b, heads, c.d};
+  if (c.e == DType::kFP32)
+    g.save(input);
+  else
+    g.save(g.add(prefix + ".input_fp32", Group::kNorms, "L2Norm", full, DType::kFP32, "x.float() kept by pow(2)"));
+  g.save(g.add(prefix + ".rstd", Group::kNorms, "L2Norm", {c.s_tp, c.b, heads}, DType::kFP32, "rsqrt per row"));
+  return g.add(prefix + ".out", Group::kNorms, "L2Norm", full, c.e);
+}
+
+/// Llama4TextAttention.forward (modeling_llama4.py, 4.57 and 5): q_proj, k_proj, v_proj viewed
+/// (b, s, heads, d); on RoPE layers apply_rotary_emb (`view_as_complex(x.float()) * freqs_cis`, the
+/// multiply keeps only freqs_cis, shared; `.type_as(x)` a new tensor) then Llama4TextL2Norm when
+/// use_qk_norm; on NoPE layers with attn_temperature_tuning `(q * attn_scales).to(dtype)`: the fp32
+/// (s) scales kept by the multiply (the product is fp32, cast back). q and k are then transposed
+/// views, so eager matmul copies them (k through repeat_kv when grouped), as it copies v.
+int llama4_attention(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kAttention;
+  const auto& m = c.model;
+  int q = linear(g, c, x, {c.s_tp, c.b, c.q_heads, c.d}, "attn.q", grp);
+  int k = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.k", grp);
+  int v = linear(g, c, x, {c.s_tp, c.b, c.kv_heads, c.d}, "attn.v", grp);
+  if (!c.no_rope) {
+    q = g.add("attn.q_rope", grp, "complex RoPE", {c.s_tp, c.b, c.q_heads, c.d}, c.e);
+    k = g.add("attn.k_rope", grp, "complex RoPE", {c.s_tp, c.b, c.kv_heads, c.d}, c.e);
+    if (m.qk_l2_norm) {
+      q = l2_norm(g, c, q, c.q_heads, "attn.q_norm");
+      k = l2_norm(g, c, k, c.kv_heads, "attn.k_norm");
+    }
+  } else if (m.attn_temperature_tuning) {
+    g.save(g.add("attn.temperature_scales", grp, "mul", {c.s_tp}, DType::kFP32,
+                 "log1p(floor((pos + 1) / floor_scale)) · attn_scale + 1, kept by q * attn_scales"));
+    q = g.add("attn.q_scaled", grp, "mul", {c.s_tp, c.b, c.q_heads, c.d}, c.e, "(q * attn_scales).to(q.dtype)");
+  }
+  return core_attention(g, c, q, k, v, c.variant.gqa_repeat, c.d, c.d, /*qk_views=*/true);
+}
+
 /// DeepSeek multi-head latent attention (modeling_deepseek_v3.py; Megatron multi_latent_attention.py).
 int latent_attention(Builder& g, const Context& c, int x) {
   const Group grp = Group::kAttention;
@@ -711,11 +758,47 @@ void hf5_experts(Builder& g, const Context& c, const Shape& rows, const Dim& exp
 
 int mcore_moe(Builder& g, const Context& c, int x);
 
+/// Llama4TextMoe.forward (modeling_llama4.py, 4.57 and 5; T = s·b tokens, E experts):
+///  - Llama4Router: the router linear keeps x; topk keeps its int64 (T, k) indices (scatter_ reads
+///    the same); sigmoid(scores.float()) keeps its fp32 (T, E) output;
+///  - `routed_in = x.repeat(E, 1)` (E·T, h) and `router_scores.transpose(0, 1).reshape(-1, 1)` (a
+///    copy, E·T) are both kept by their multiply; every expert runs on every token;
+///  - Llama4TextExperts: bmm #1 keeps the scaled (E, T, h) input, gate_up (E, T, 2f) is kept through
+///    its chunk views by silu (gate) and the multiply (up), which also keeps act(gate) (E·T·f); bmm #2
+///    keeps the product (E·T·f). Frozen expert weights (LoRA): the bmm's keep no input.
+///  - the shared expert (Llama4TextMLP(intermediate_size)) on x; `out.add_(routed.sum(0))` keeps nothing.
+int llama4_moe(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
+  const Shape tokens{c.s_rep, c.b};
+  const Dim experts = Dim::lit("E", spec.num_experts);
+  const Dim top_k = Dim::lit("k", spec.experts_per_token);
+  linear(g, c, x, cat(tokens, {experts}), "moe.router_logits", grp);
+  g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64, "kept by topk and scatter_"));
+  g.save(g.add("moe.router_probs", grp, "sigmoid", cat(tokens, {experts}), DType::kFP32,
+               "sigmoid of the scattered top-k logits (−inf elsewhere), kept by its backward"));
+  const Shape rows{experts, c.s_rep, c.b};
+  g.save(g.add("moe.routed_in", grp, "repeat", cat(rows, {c.h}), c.e, "x.repeat(E, 1): every token once per expert"));
+  g.save(g.add("moe.score_column", grp, "reshape", rows, c.e, "router_scores.transpose(0, 1).reshape(-1, 1): a copy"));
+  const int scaled = g.add("moe.routed_in_scaled", grp, "mul", cat(rows, {c.h}), c.e, "kept by bmm #1");
+  if (!c.frozen()) g.save(scaled);
+  const Dim f = Dim::of(Sym::kExpertFfn);
+  int gate_up = g.add("moe.experts.gate_up", grp, "bmm", cat(rows, {Dim::of(Sym::kExpertFfn, 2)}), c.e,
+                      "gate and up are chunk views of it: silu keeps gate, the multiply up");
+  int act_out = activation(g, c, gate_up, cat(rows, {f}), "moe.experts", grp);
+  g.save(act_out);
+  g.save(gate_up);
+  int product = g.add("moe.experts.act_mul_up", grp, "mul", cat(rows, {f}), c.e, "kept by bmm #2");
+  if (!c.frozen()) g.save(product);
+  return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
+}
+
 /// Routed experts (+ shared experts) on the normed input `x`; returns the combined output.
 int moe(Builder& g, const Context& c, int x) {
   if (c.rules.framework == Framework::kMegatron) return mcore_moe(g, c, x);
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
+  if (c.hf.llama4) return llama4_moe(g, c, x);
   const Shape tokens{c.s_rep, c.b};
   const Dim experts = Dim::lit("E", spec.num_experts);
   const Dim top_k = Dim::lit("k", spec.experts_per_token);
@@ -982,7 +1065,10 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
   if (megatron) g.mcore_tag = kTagAttnNorm;
   int n1 = m.post_norms_only ? x : norm(g, at_input, x, {c.s_rep, c.b}, c.h, "attn_norm", Group::kNorms);
   g.mcore_tag = 0;
-  int context = m.mla ? latent_attention(g, c, n1) : standard_attention(g, c, n1);
+  c.no_rope = spec.no_rope;
+  int context = m.mla          ? latent_attention(g, c, n1)
+                : c.hf.llama4 ? llama4_attention(g, c, n1)
+                               : standard_attention(g, c, n1);
   int attn_out = linear(g, c, context, hidden, "attn.o_proj", Group::kAttention);
   if (m.sandwich_norms || m.post_norms_only)
     attn_out = norm(g, c, attn_out, {c.s_rep, c.b}, c.h, "attn_post_norm", Group::kNorms);
@@ -1118,11 +1204,20 @@ Graph build_shared(const Context& c) {
   // Gemma 3: sliding layers use their own (local) cos/sin and eager mask, when both kinds exist.
   bool sliding = false;
   bool global = false;
-  for (const LayerSpec& l : c.model.layers) (l.sliding_window > 0 ? sliding : global) = true;
+  for (const LayerSpec& l : c.model.layers) (l.sliding_window > 0 || l.attention_chunk > 0 ? sliding : global) = true;
   const bool two_kinds = c.hf.local_rope_and_mask && sliding && global;
   // Packed rows: cos/sin come from the collator's (b, s) position_ids, one row per sequence.
   const Shape table = c.packed ? Shape{c.s_tp, c.b, dr} : Shape{c.s_tp, dr};
-  if (rot > 0 && c.rules.rope_saves_cos_sin) {
+  if (c.hf.llama4) {
+    // Llama4TextRotaryEmbedding: freqs_cis = polar(1, pos·inv_freq), complex64 (1, s, d/2): 8 bytes
+    // per complex, 4·s·d bytes; kept by the complex multiply of every RoPE layer and passed to all.
+    bool rope_layer = false;
+    for (const LayerSpec& l : c.model.layers) rope_layer = rope_layer || !l.no_rope;
+    int id = g.add("rope.freqs_cis", Group::kShared, "complex RoPE", {c.s_tp, Dim::lit("d", c.model.head_dim)},
+                   DType::kFP32, "complex64 (s, d/2): the same bytes as fp32 (s, d); one table for all layers");
+    if (rope_layer) g.save(id);
+    g.at(id).checkpoint_input = true;
+  } else if (rot > 0 && c.rules.rope_saves_cos_sin) {
     for (const char* name : {"rope.cos", "rope.sin"}) {
       int id = g.add(name, Group::kShared, "RoPE", table, c.e,
                      c.packed ? "one (b, s, d) table for all layers, from the packed position ids"
@@ -1186,12 +1281,18 @@ Graph build_shared(const Context& c) {
                         "the sliding-window (b, 1, s, s) mask, passed to every sliding layer");
       g.at(local).checkpoint_input = true;
     }
+    if (c.hf.llama4 && sliding && global) {  // create_chunked_causal_mask: the RoPE layers' own mask
+      int local = g.add("checkpoint.chunked_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
+                        "the chunked (b, 1, s, s) mask (attention_chunk_size), passed to every chunked layer");
+      g.at(local).checkpoint_input = true;
+    }
   }
   return std::move(g.g);
 }
 
 bool same_shape(const LayerSpec& a, const LayerSpec& b) {
-  return a.moe == b.moe && a.ffn == b.ffn && a.sliding_window == b.sliding_window;
+  return a.moe == b.moe && a.ffn == b.ffn && a.sliding_window == b.sliding_window && a.no_rope == b.no_rope &&
+         a.attention_chunk == b.attention_chunk;
 }
 
 /// FLOPs of a layer kind: its linear layers' multiply-accumulates per token (weight_tensors.h, the
