@@ -365,15 +365,19 @@ Binding bind(const Prepared& p, const Layout& l) {
     const MoeSpec& e = *m.moe;
     set(Sym::kExpertFfn, e.expert_ffn / t);
     set(Sym::kSharedFfn, e.shared_ffn / t);
-    // Rows each GPU's experts process: k·s·b/ep with balanced routing (dropless), or the padded
-    // capacity E·⌈cf·k·s·b/E⌉/ep with a capacity factor.
+    // Rows each GPU's experts process: k·s·b with balanced routing (dropless), or the padded
+    // capacity E·⌈cf·k·s·b/E⌉ with a capacity factor. Not divided by ep: expert parallelism is
+    // carved out of data parallelism, so each of the ep ranks brings its own micro-batch and the
+    // all-to-all (or all-gather) dispatcher sends each rank's E/ep experts their rows from all ep
+    // ranks: ep·k·s·b rows over ep ranks (Megatron-core token_dispatcher.py, torchtitan
+    // expert_parallel.py, DeepSpeed-MoE alike).
     const int64_t token_rows = checked_mul(checked_mul(e.experts_per_token, seq_local), l.micro_batch);
     if (e.capacity_factor > 0.0) {
       const auto cap = static_cast<int64_t>(
           std::ceil(e.capacity_factor * static_cast<double>(token_rows) / static_cast<double>(e.num_experts)));
-      set(Sym::kMoeRows, checked_mul(cap, e.num_experts) / par.ep);
+      set(Sym::kMoeRows, checked_mul(cap, e.num_experts));
     } else {
-      set(Sym::kMoeRows, ceil_div(token_rows, par.ep));
+      set(Sym::kMoeRows, token_rows);
     }
   }
   b.variant.gqa_repeat = !m.mla && m.num_kv_heads < m.num_heads &&

@@ -81,7 +81,9 @@ TEST(Llama4Test, MaverickParamsExact) {
   EXPECT_EQ(m.num_moe_layers(), 24);
   for (size_t i = 0; i < m.layers.size(); ++i) {
     EXPECT_EQ(m.layers[i].moe, i % 2 == 1) << i;
-    if (!m.layers[i].moe) EXPECT_EQ(m.layers[i].ffn, 16384) << i;
+    if (!m.layers[i].moe) {
+      EXPECT_EQ(m.layers[i].ffn, 16384) << i;
+    }
   }
   EXPECT_FALSE(m.qk_l2_norm);
   const ParamCounts p = count_params(m);

@@ -292,8 +292,10 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                         ? "Llama4TextMoe: no dispatch; every expert's bmm runs on all s·b tokens, the unchosen "
                           "ones scaled by a zero routing score"
                     : model.moe->capacity_factor > 0
-                        ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ / ep"
-                        : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b/ep token rows");
+                        ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ per GPU"
+                        : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b token rows "
+                          "(with ep > 1, its E/ep experts get their share of the ep ranks' micro-batches: EP is "
+                          "carved out of data parallelism)");
     if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
     if (w.framework == Framework::kMegatron)
       notes.push_back("Megatron MoE: TopKRouter with the aux loss on, allgather token dispatcher, unfused permute, "

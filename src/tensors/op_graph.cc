@@ -818,8 +818,9 @@ int moe(Builder& g, const Context& c, int x) {
   if (c.rules.moe.topk_row_sums && spec.normalize_topk)
     g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
 
-  // Rows each GPU's experts process (Sym::kMoeRows): k·s·b/ep with balanced routing (dropless), or
-  // the padded capacity E·⌈cf·k·s·b/E⌉/ep with a capacity factor; bound by the layout.
+  // Rows each GPU's experts process (Sym::kMoeRows): k·s·b with balanced routing (dropless), or
+  // the padded capacity E·⌈cf·k·s·b/E⌉ with a capacity factor, whatever ep (expert parallelism is
+  // carved out of data parallelism: engine.cc bind); bound by the layout.
   const Shape rows{Dim::of(Sym::kMoeRows)};
   if (c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5 &&
       c.workload.experts_impl != ExpertsImpl::kEager) {
@@ -1526,8 +1527,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
   set(Sym::kFfn, split_text("f", t));
   set(Sym::kExpertFfn, split_text("fe", t));
   set(Sym::kSharedFfn, split_text("fs", t));
-  std::string rows = model.moe && model.moe->capacity_factor > 0.0 ? (p.ep > 1 ? "E·C/ep" : "E·C")
-                                                                   : (p.ep > 1 ? "k·s·b/ep" : "k·s·b");
+  std::string rows = model.moe && model.moe->capacity_factor > 0.0 ? "E·C" : "k·s·b";
   if (p.cp > 1) rows += " (s/cp)";
   set(Sym::kMoeRows, rows);
   set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");

@@ -34,7 +34,7 @@ enum class Sym : int8_t {
   kFfn,        // f/t of the layer being evaluated (layers may differ)
   kExpertFfn,  // fe/t
   kSharedFfn,  // fs/t
-  kMoeRows,    // token rows one GPU's experts process: k·s·b/ep, or the padded capacity
+  kMoeRows,    // token rows one GPU's experts process: k·s·b (any ep), or the padded capacity
   kSeqShifted, // rows of a loss over shifted labels (transformers ≤ 4.45): s/cp − 1
   kCount,
 };
