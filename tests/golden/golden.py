@@ -126,6 +126,75 @@ def serve_commands(rng, model, n):
     return cmds
 
 
+def recent_flag_commands(rng, n):
+    """Flags added after the grid above was first recorded (Megatron-core TE and fp8, recompute
+    modules, packed rows, Llama 4, transformers versions): their own seeded stream, appended after
+    the grid so that adding them left every earlier command unchanged."""
+    cmds = []
+    for i in range(n):
+        kind = rng.choice(["te", "te", "modules", "packed", "llama4", "hf"])
+        if kind in ("te", "modules"):
+            model = rng.choice(["llama-3-8b", "llama-3.1-70b", "qwen2.5-7b", "gpt2", "mixtral-8x7b",
+                                "qwen3-30b-a3b", "deepseek-v3"])
+            dense = model not in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3")
+            a = ["estimate", "--model", model, "--framework", "megatron",
+                 "--seq-len", str(rng.choice([2048, 4096, 8192])), "--micro-batch", str(rng.choice([1, 2])),
+                 "--attention", "flash"]
+            if kind == "te" or rng.random() < 0.5:
+                a += ["--transformer-impl", "transformer_engine"]
+            if kind == "te" and dense and rng.random() < 0.6:
+                a += ["--fp8", rng.choice(["delayed", "tensorwise"])]
+                if model != "gpt2" and rng.random() < 0.4:
+                    a += ["--activation-func-fp8-input-store"]
+            mods = ["core_attn", "layernorm"] + (["mlp"] if dense else ["moe_act", "moe", "shared_experts", "mlp"])
+            if model == "deepseek-v3":
+                mods.append("mla_up_proj")
+            rec = rng.choice(["none", "selective", "selective", "full"])
+            a += ["--recompute", rec]
+            if rec == "selective" and rng.random() < 0.7:
+                a += ["--recompute-modules", ",".join(sorted(set(rng.sample(mods, rng.choice([1, 2, 3])))))]
+            tp = rng.choice([1, 2, 4, 8])
+            a += ["--tp", str(tp), "--pp", str(rng.choice([1, 2, 4])), "--dp", str(rng.choice([8, 64]))]
+            if tp > 1 and rng.random() < 0.6:
+                a += ["--sp"]
+            if rng.random() < 0.2:
+                a += ["--cp", "2"]
+            if not dense and rng.random() < 0.5:
+                a += ["--ep", str(rng.choice([2, 4, 8]))]
+            a += ["--zero", str(rng.choice([0, 1, 3]))]
+        elif kind == "packed":
+            model = rng.choice(["llama-3-8b", "qwen2.5-7b", "mistral-7b", "gpt2", "llama-4-scout"])
+            attn = rng.choice(["flash", "sdpa", "eager"])
+            a = ["estimate", "--model", model, "--seq-len", str(rng.choice([2048, 8192])),
+                 "--micro-batch", str(rng.choice([1, 1, 2])), "--attention", attn,
+                 "--recompute", rng.choice(["none", "full"]), "--packed-docs", str(rng.choice([2, 8, 0, 1]))]
+            if rng.random() < 0.3:
+                a += ["--hf-version", rng.choice(["4.57", "4.44"])]
+        elif kind == "llama4":
+            a = ["estimate", "--model", rng.choice(["llama-4-scout", "llama-4-maverick"]),
+                 "--seq-len", str(rng.choice([1024, 8192])), "--attention", rng.choice(["sdpa", "eager", "flash"]),
+                 "--recompute", rng.choice(["none", "full"]), "--tp", str(rng.choice([1, 8])),
+                 "--dp", str(rng.choice([1, 8])), "--zero", str(rng.choice([0, 3]))]
+            if rng.random() < 0.2:
+                a += ["--framework", "megatron"]
+            if rng.random() < 0.2:
+                a += ["--hf-version", rng.choice(["4.57", "4.44"])]
+        else:
+            model = rng.choice(["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "llama-3-8b", "gpt2"])
+            a = ["estimate", "--model", model, "--seq-len", str(rng.choice([2048, 4096])),
+                 "--attention", rng.choice(["flash", "sdpa", "eager"]),
+                 "--recompute", rng.choice(["none", "full"]), "--hf-version", rng.choice(["5", "4.57", "4.44"])]
+            if rng.random() < 0.6:
+                a += ["--experts-impl", rng.choice(["grouped_mm", "eager", "batched_mm"])]
+        r = rng.random()
+        if r < 0.8:
+            a += ["--json"]
+        elif r < 0.9:
+            a[0] = "explain"
+        cmds.append(a)
+    return cmds
+
+
 def commands():
     rng = random.Random(20261201)
     cmds = [["estimate", "--json"], ["estimate"], ["explain"], ["models"], ["models", "--json"],
@@ -138,6 +207,7 @@ def commands():
     for model in PRESETS + CONFIGS:
         cmds += estimate_commands(rng, model, 100)
         cmds += serve_commands(rng, model, 25)
+    cmds += recent_flag_commands(random.Random(20261202), 300)
     return cmds
 
 
