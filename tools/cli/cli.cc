@@ -136,9 +136,9 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--ep", f.parallel.ep, "expert-parallel size")->capture_default_str();
   cmd->add_option("--num-micro-batches", f.parallel.num_micro_batches, "micro-batches per pipeline flush");
   cmd->add_option("--first-stage-layers", f.parallel.first_stage_layers,
-                  "uneven pipeline: layers on the first stage (Megatron's\n--decoder-first-pipeline-num-layers)");
+                  "uneven pipeline: layers on the first stage\n(Megatron's --decoder-first-pipeline-num-layers)");
   cmd->add_option("--last-stage-layers", f.parallel.last_stage_layers,
-                  "uneven pipeline: layers on the last stage (Megatron's\n--decoder-last-pipeline-num-layers)");
+                  "uneven pipeline: layers on the last stage\n(Megatron's --decoder-last-pipeline-num-layers)");
   cmd->add_option("--reserve", f.reserve, "CUDA context + allocator slack allowance, e.g. 2GiB")->capture_default_str();
   cmd->add_flag("--json", f.json, "machine-readable output");
   add_fit_flags(cmd, f.fit);
