@@ -271,7 +271,8 @@ const char* dominant_memory(const Totals& t) {
     const char* name;
     int64_t bytes;
   } parts[] = {{"weights", t.weights},         {"gradients", t.gradients}, {"optimizer", t.optimizer},
-               {"activations", t.activations}, {"transient", t.transient}, {"reserve", t.reserve}};
+               {"activations", t.activations}, {"transient", t.transient}, {"reserve", t.reserve},
+               {"fp8_weight_cache", t.fp8_weight_cache}};
   const auto* best = &parts[0];
   for (const auto& x : parts)
     if (x.bytes > best->bytes) best = &x;

@@ -520,4 +520,18 @@ TEST(Plan, UnevenSplitsAreMegatronsAndAPinThatCannotSplitIsAnError) {
 }
 
 }  // namespace
+
+// plan.h dominant_memory: TransformerEngine's cached fp8 weight copies (Totals::fp8_weight_cache,
+// te_rules.h) are a part of the peak of their own and can be the largest one (Llama-3-8B at tp 2:
+// 6,979,322,368 B against ~8 GB of bf16 weights at tp 1, so e.g. a tp 2 layout with small activations).
+TEST(Planner, DominantMemoryNamesTheFp8WeightCache) {
+  Totals t;
+  t.weights = 8'030'000'000 / 2;
+  t.activations = 2'000'000'000;
+  t.fp8_weight_cache = 6'979'322'368;
+  EXPECT_STREQ(dominant_memory(t), "fp8_weight_cache");
+  t.fp8_weight_cache = 0;
+  EXPECT_STREQ(dominant_memory(t), "weights");
+}
+
 }  // namespace actmem
