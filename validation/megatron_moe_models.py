@@ -22,6 +22,16 @@ Followed line by line: Megatron-LM main @d98e8a64ddf3 (the mirror's HEAD), megat
                     l.271-373: local_probs = probs[:, local].contiguous() -> .T.contiguous().masked_select(
                     local_map.T.contiguous()) (masked_select keeps its input, the transposed probs, and
                     the mask), permute, unpermute with no probs (the probs weigh the activation)
+                    MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall) l.375-960:
+                    preprocess l.501-622 (dropless: num_out_tokens = T·k; at EP = TP = 1 the
+                    per-expert counts are num_global_tokens_per_local_expert), dispatch_preprocess
+                    l.624-680 -> permute(hidden, routing_map, probs=probs) (moe_utils.py l.470-492:
+                    permuted_probs = probs.T.contiguous().reshape(-1)[flat_sorted], the index a k·T
+                    view of the whole E·T argsort), token_dispatch l.682-726 (all_to_all: identity
+                    for one rank, tensor_parallel/mappings.py _AllToAll), dispatch_postprocess
+                    l.728-794 (num_local_experts > 1: sort_chunks_by_idxs, split + cat, moe_utils.py
+                    l.628-670), combine_preprocess l.796-835 (sort_chunks_by_idxs back),
+                    combine_postprocess l.876-908 (unpermute, probs None)
   experts.py        TEGroupedMLP.forward l.840-1047: linear_fc1 (TE GroupedLinear: keeps its input,
                     the permuted tokens), bias_act_func -> weighted_bias_swiglu_impl (bias_swiglu_fusion,
                     Megatron's default), linear_fc2 (keeps the activation output); moe_act:
@@ -151,9 +161,10 @@ class MegatronMoE(nn.Module):
     """MoELayer with TopKRouter, MoEAllGatherTokenDispatcher, TEGroupedMLP (SwiGLU experts) and an
     optional SharedExpertMLP (gated as Qwen2-MoE's with moe_shared_expert_gate)."""
 
-    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False):
+    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False, dispatcher="allgather"):
         super().__init__()
         self.fp8_store = fp8_store  # --activation-func-fp8-input-store
+        self.dispatcher = dispatcher  # moe_token_dispatcher_type: allgather | alltoall
         h, f, E = cfg.hidden, cfg.ffn, cfg.experts
         self.cfg, self.modules_ = cfg, tuple(modules)
         self.topk = cfg.top_k
@@ -219,6 +230,10 @@ class MegatronMoE(nn.Module):
             else:
                 shared = self.shared_experts(x)
         probs, routing_map = self.route(x)
+        if self.dispatcher == "alltoall":
+            restored = self.alltoall(x.view(-1, h), probs, routing_map)
+            restored = restored.view(s, b, h)
+            return restored + shared if shared is not None else restored
         # MoEAllGatherTokenDispatcher, EP = TP = 1
         hidden = x.view(-1, h)
         local_map = routing_map[:, 0:self.cfg.experts].contiguous()
@@ -236,6 +251,34 @@ class MegatronMoE(nn.Module):
         if shared is not None:
             restored = restored + shared
         return restored
+
+    def alltoall(self, hidden, probs, routing_map):
+        """MoEAlltoAllTokenDispatcher at EP = TP = 1 (one rank, all E experts local)."""
+        T, h = hidden.shape
+        E = self.cfg.experts
+        num_out_tokens = T * self.topk  # preprocess l.553-556 (dropless)
+        tokens_per_expert = routing_map.sum(dim=0).long()  # num_global_tokens_per_local_expert at EP = TP = 1
+        # permute (moe_utils.py l.470-492), with probs
+        flat_sorted = routing_map.bool().T.contiguous().reshape(-1).argsort(descending=True, stable=True)
+        flat_sorted = flat_sorted[:num_out_tokens]
+        sorted_indices = flat_sorted % T
+        permuted_probs = probs.T.contiguous().reshape(-1)[flat_sorted]
+        permuted = hidden.index_select(0, sorted_indices)
+        # token_dispatch: all_to_all over one rank returns its input
+        splits = tokens_per_expert.tolist()
+        if E > 1:  # dispatch_postprocess: sort_chunks_by_idxs by sort_input_by_local_experts
+            order = torch.arange(E).reshape(-1, E).T.ravel().tolist()
+            chunks = torch.split(permuted, splits, dim=0)
+            permuted = torch.cat([chunks[i] for i in order], dim=0)
+            pchunks = torch.split(permuted_probs, splits, dim=0)
+            permuted_probs = torch.cat([pchunks[i] for i in order], dim=0)
+        out = self.experts(permuted, splits, permuted_probs)
+        if E > 1:  # combine_preprocess: sort_chunks_by_idxs by restore_output_by_local_experts
+            restore = torch.arange(E).reshape(E, -1).T.ravel().tolist()
+            chunks = torch.split(out, splits, dim=0)
+            out = torch.cat([chunks[i] for i in restore], dim=0)
+        # combine_postprocess: unpermute, probs None
+        return torch.zeros((T, h), dtype=out.dtype).scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), out)
 
     def forward(self, x):
         if "moe" in self.modules_:
@@ -277,7 +320,7 @@ class LocalMoELayer(tv.LocalLayer):
     def __init__(self, cfg, run, opts, modules):
         super().__init__(cfg, run, opts)
         del self.fc1, self.fc2
-        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher)
 
     def selective(self, module):  # transformer_layer.py l.538: mlp recompute skips MoE layers
         return module != "mlp" and super().selective(module)
@@ -293,7 +336,7 @@ class TEMoELayer(tv.TELayer):
     def __init__(self, cfg, run, opts, modules):
         super().__init__(cfg, run, opts)
         del self.fc1_w, self.fc2_w
-        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher)
 
     def selective(self, module):
         return module != "mlp" and super().selective(module)

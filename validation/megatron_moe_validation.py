@@ -39,13 +39,14 @@ MOE_NONORM = dict(QWEN2_MOE, heads=5, kv_heads=5, head_dim=64, experts=5, top_k=
 TE, LOCAL = "transformer_engine", "local"
 
 
-def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False):
+def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False, dispatcher="allgather"):
     attention = "flash" if impl == TE else "eager"
-    opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store)
+    opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store, dispatcher=dispatcher)
     return dict(name=name, model=models.ModelConfig(**shape), opts=opts,
                 run=models.RunConfig("megatron", attention, rc, dtype, seq_len=s, micro_batch=b))
 
 
+A2A = dict(dispatcher="alltoall")  # --moe-token-dispatcher alltoall
 CASES = [
     case("mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2),
     case("mixtral-local-selective", MIXTRAL, LOCAL, "selective", 64, 2),
@@ -77,6 +78,18 @@ CASES = [
     # SwiGLUFunction keep their input as float8_e4m3fn
     case("qwen2moe-te-fp8-store", QWEN2_MOE, TE, "none", 64, 2, fp8_store=True),
     case("mixtral-te-fp8-store-moe_act", MIXTRAL, TE, "selective", 64, 2, ("moe_act",), fp8_store=True),
+    # --moe-token-dispatcher alltoall (MoEAlltoAllTokenDispatcher at EP = TP = 1): the permute's
+    # probs[flat_sorted] keeps the int64 argsort of all E·T entries instead of masked_select's two
+    case("a2a-mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2, **A2A),
+    case("a2a-mixtral-te-selective", MIXTRAL, TE, "selective", 64, 2, **A2A),
+    case("a2a-mixtral-local-full", MIXTRAL, LOCAL, "full", 64, 2, **A2A),
+    case("a2a-mixtral-local-none-fp32", MIXTRAL, LOCAL, "none", 40, 2, dtype="fp32", **A2A),
+    case("a2a-nonorm-local-none", MOE_NONORM, LOCAL, "none", 48, 2, **A2A),
+    case("a2a-qwen2moe-local-none", QWEN2_MOE, LOCAL, "none", 64, 2, **A2A),
+    case("a2a-qwen2moe-te-none", QWEN2_MOE, TE, "none", 64, 2, **A2A),
+    case("a2a-qwen2moe-te-moe_act-shared_experts", QWEN2_MOE, TE, "selective", 64, 2, ("moe_act", "shared_experts"),
+         **A2A),
+    case("a2a-qwen2moe-local-full", QWEN2_MOE, LOCAL, "full", 64, 2, **A2A),
 ]
 
 
@@ -99,7 +112,17 @@ def self_check():
                 break
     if ok:
         print("self-check: moe_act, moe, shared_experts and layernorm recompute give the plain gradients")
-    return ok
+    # the alltoall dispatcher (EP = TP = 1) computes what the allgather one does: same gradients
+    run = models.RunConfig("megatron", "eager", "none", "fp32", 16, 2)
+    grads = []
+    for dispatcher in ("allgather", "alltoall"):
+        m = mm.measure(cfg, run, tv.MegatronOpts(LOCAL, dispatcher=dispatcher), backward=True)
+        grads.append([p.grad.clone() if p.grad is not None else None for p in m["model"].parameters()])
+    same = all((g0 is None) == (g1 is None) and (g0 is None or torch.allclose(g0, g1, rtol=1e-4, atol=1e-6))
+               for g0, g1 in zip(*grads))
+    print("self-check: the alltoall dispatcher gives the allgather one's gradients" if same else
+          "self-check: alltoall and allgather gradients differ")
+    return ok and same
 
 
 def main():

@@ -68,6 +68,7 @@ class MegatronOpts:
     fp8: str = "none"  # none | delayed | tensorwise (per-tensor scaling: the same saved bytes)
     act_fp8_store: bool = False  # --activation-func-fp8-input-store
     modules: tuple = ("core_attn",)  # --recompute-modules (with recompute selective)
+    dispatcher: str = "allgather"  # --moe-token-dispatcher (Megatron's --moe-token-dispatcher-type)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -711,6 +712,8 @@ def cli_extra(opts: MegatronOpts, recompute):
         extra += ["--activation-func-fp8-input-store"]
     if recompute == "selective":
         extra += ["--recompute-modules", ",".join(opts.modules)]
+    if opts.dispatcher != "allgather":
+        extra += ["--moe-token-dispatcher", opts.dispatcher]
     return extra
 
 

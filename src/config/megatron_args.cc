@@ -270,7 +270,7 @@ constexpr ArgRule kRules[] = {
     // Megatron-core layer spec, TE fp8, selective recompute modules (policies/megatron_options.h).
     {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
     {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
-    {"moe-layer-recompute", Use::kRead},
+    {"moe-layer-recompute", Use::kRead}, {"moe-token-dispatcher-type", Use::kRead},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -544,6 +544,10 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
       src = in.where("fp8-recipe");
     }
     set("fp8", recipe, src);
+  }
+  if (in.has("moe-token-dispatcher-type")) {  // allgather (default) or alltoall; flex is refused
+    ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
+    set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
   }
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));

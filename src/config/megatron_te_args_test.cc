@@ -59,5 +59,20 @@ TEST(MegatronTeArgs, Fp8FormatAloneMeansTeWithTheDelayedRecipe) {
   EXPECT_EQ(find(*plain, "transformer_impl"), nullptr);
 }
 
+// --moe-token-dispatcher-type (arguments.py; choices allgather, alltoall, flex; default
+// allgather): alltoall is read, flex is refused by the option's name table.
+TEST(MegatronTeArgs, MoeTokenDispatcherType) {
+  auto c = read_megatron_args("--moe-token-dispatcher-type alltoall", "moe.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.megatron.dispatcher, MoeDispatcher::kAlltoall);
+  EXPECT_EQ(find(*c, "moe_token_dispatcher")->source, "--moe-token-dispatcher-type alltoall (moe.sh:1)");
+  auto flex = read_megatron_args("--moe-token-dispatcher-type flex", "moe.sh");
+  ASSERT_TRUE(flex) << flex.error().message;
+  TrainingSettings f;
+  EXPECT_FALSE(apply_training_config(*flex, f));
+}
+
 }  // namespace
 }  // namespace actmem

@@ -4,6 +4,7 @@
 //   --fp8-recipe delayed|tensorwise               TransformerEngine fp8 per-tensor scaling
 //   --activation-func-fp8-input-store             the SwiGLU input kept in float8_e4m3fn
 //   --recompute-modules core_attn,layernorm,mlp   what --recompute-granularity selective reruns
+//   --moe-token-dispatcher-type allgather|alltoall  the MoE token dispatcher (op_graph.cc mcore_moe)
 // Rules: src/tensors/te_rules.h; sources and lines: validation/EXPECTED.md, "megatron-te".
 #pragma once
 
@@ -35,6 +36,14 @@ inline constexpr NameTable<Fp8Recipe, 3> kFp8RecipeNames{
     "fp8",
     {{{Fp8Recipe::kNone, "none"}, {Fp8Recipe::kDelayed, "delayed"}, {Fp8Recipe::kTensorwise, "tensorwise"}}}};
 
+/// TransformerConfig.moe_token_dispatcher_type (Megatron's default allgather; flex is not modeled):
+/// which of token_dispatcher.py's MoEAllGatherTokenDispatcher / MoEAlltoAllTokenDispatcher runs.
+enum class MoeDispatcher { kAllgather, kAlltoall };
+inline constexpr NameTable<MoeDispatcher, 2> kMoeDispatcherNames{
+    "MoE token dispatcher",
+    "moe_token_dispatcher",
+    {{{MoeDispatcher::kAllgather, "allgather"}, {MoeDispatcher::kAlltoall, "alltoall"}}}};
+
 /// TransformerConfig.recompute_modules (transformer_config.py l.560-582), as bits.
 enum RecomputeModule : unsigned {
   kRecomputeCoreAttn = 1u << 0,
@@ -55,9 +64,10 @@ struct MegatronOptions {
   Fp8Recipe fp8 = Fp8Recipe::kNone;
   bool fp8_act_input_store = false;              // --activation-func-fp8-input-store
   unsigned recompute_modules = kRecomputeCoreAttn;  // Megatron's default ["core_attn"] (l.1940)
+  MoeDispatcher dispatcher = MoeDispatcher::kAllgather;  // --moe-token-dispatcher-type
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
-           recompute_modules == kRecomputeCoreAttn;
+           recompute_modules == kRecomputeCoreAttn;  // the dispatcher is not part of it (mcore_moe reads it)
   }
 };
 

@@ -91,6 +91,9 @@ const std::array kRows{
           s.workload.megatron.recompute_modules = *bits;
           return {};
         }},
+    Row{{"moe_token_dispatcher", OptionKind::kText,
+         "with --framework megatron: allgather (default) or alltoall (Megatron's --moe-token-dispatcher-type)"},
+        ACTMEM_SET_NAME(kMoeDispatcherNames, workload.megatron.dispatcher)},
     Row{{"experts_impl", OptionKind::kText, "with hf_version 5: MoE experts as grouped_mm, eager or batched_mm"},
         ACTMEM_SET_NAME(kExpertsImplNames, workload.experts_impl)},
     Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET_NAME(kAttentionNames, workload.attention)},

@@ -298,8 +298,12 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "carved out of data parallelism)");
     if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
     if (w.framework == Framework::kMegatron)
-      notes.push_back("Megatron MoE: TopKRouter with the aux loss on, allgather token dispatcher, unfused permute, "
-                      "grouped SwiGLU experts (validation/megatron_moe_validation.py)");
+      notes.push_back(w.megatron.dispatcher == MoeDispatcher::kAlltoall
+                          ? "Megatron MoE: TopKRouter with the aux loss on, alltoall token dispatcher (its permute "
+                            "keeps the int64 argsort of the whole E·s·b routing map), unfused permute, grouped "
+                            "SwiGLU experts (validation/megatron_moe_validation.py)"
+                          : "Megatron MoE: TopKRouter with the aux loss on, allgather token dispatcher, unfused "
+                            "permute, grouped SwiGLU experts (validation/megatron_moe_validation.py)");
   }
   if (par.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",

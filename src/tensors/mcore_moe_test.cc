@@ -96,5 +96,26 @@ TEST(McoreMoe, SharedExpertsRecompute) {
   EXPECT_EQ(plain - both, 4 * T * fs + 2 * T * fs);
 }
 
+// --moe-token-dispatcher alltoall (Megatron-LM @d98e8a64ddf3 moe/token_dispatcher.py
+// MoEAlltoAllTokenDispatcher.dispatch_preprocess l.624-680 -> moe_utils.py permute l.470-492 with
+// probs): probs.T.contiguous().reshape(-1)[flat_sorted] keeps its index, a k·T view of the int64
+// argsort of all E·T routing-map entries (8·E·T bytes); no masked_select (the allgather
+// dispatcher's transposed probs 2·T·E and bool mask T·E). Measured: megatron_moe_validation.py a2a-*.
+TEST(McoreMoe, AlltoallDispatcher) {
+  MegatronOptions a2a;
+  a2a.dispatcher = MoeDispatcher::kAlltoall;
+  const int64_t none = kAttention + kMoe;
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, a2a), none - 3 * T * E + 8 * E * T);
+  EXPECT_EQ(none - 3 * T * E + 8 * E * T, 1'032'994'880);  // +163,840 bytes per layer (5·E·T)
+  // moe recompute: the checkpoint keeps only the MoE input, whatever the dispatcher.
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeMoe, Recompute::kSelective, a2a), kAttention);
+  // Refused outside --framework megatron, the field named.
+  Workload w;
+  w.megatron = a2a;
+  auto m = prepare(load_model("mixtral-8x7b").value(), w);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.error().field, "moe_token_dispatcher");
+}
+
 }  // namespace
 }  // namespace actmem

@@ -848,8 +848,9 @@ int moe(Builder& g, const Context& c, int x) {
 /// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
 /// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
 /// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
-/// token dispatcher (moe_token_dispatcher_type's default), unfused permute (moe_permute_fusion off),
-/// grouped SwiGLU experts weighted by their probs in the fused activation, shared experts.
+/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
+/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
+/// fused activation, shared experts.
 int mcore_moe(Builder& g, const Context& c, int x) {
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
@@ -887,10 +888,22 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
   // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
   // (Megatron requires SP with TP for MoE training, moe_layer.py l.636).
-  g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), c.e,
-               "local_probs.T.contiguous(), kept by masked_select"));
-  g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
-               "local_map.T.contiguous(), the mask kept by masked_select"));
+  const bool alltoall = c.workload.megatron.dispatcher == MoeDispatcher::kAlltoall;
+  if (!alltoall) {
+    g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), c.e,
+                 "local_probs.T.contiguous(), kept by masked_select"));
+    g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
+                 "local_map.T.contiguous(), the mask kept by masked_select"));
+  } else {
+    // MoEAlltoAllTokenDispatcher.dispatch_preprocess (token_dispatcher.py l.624-680) calls
+    // permute(hidden, routing_map, probs=probs) on this rank's own tokens (E·s·b/t under SP):
+    // flat_sorted = routing_map.T.reshape(-1).argsort()[:k·T] (moe_utils.py l.470-477) is a view
+    // of the whole int64 argsort, and probs.T.contiguous().reshape(-1)[flat_sorted] keeps it as
+    // its index. The all-to-all is an identity at ep 1 (mappings.py _AllToAll), sort_chunks_by_idxs
+    // (split + cat) keeps nothing; no masked_select.
+    g.save(g.add("moe.flat_sorted", grp, "permute", Shape{experts, c.s_rep, c.b}, DType::kINT64,
+                 "routing_map argsort over all E·T entries, kept (as a k·T view) by probs[flat_sorted]"));
+  }
   // permute (moe_utils.py l.470-494): tokens.index_select(0, sorted_indices) keeps the indices;
   // unpermute's scatter_add_ (l.617-619) keeps the same storage.
   const Shape rows{Dim::of(Sym::kMoeRows)};

@@ -20,6 +20,10 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
       return Error{ErrorKind::kIncompatible, "recompute_modules",
                    "@recompute_modules is Megatron-core's selective recomputation; it applies to @framework "
                    "megatron only"};
+    if (o.dispatcher != MoeDispatcher::kAllgather)
+      return Error{ErrorKind::kIncompatible, "moe_token_dispatcher",
+                   "@moe_token_dispatcher is Megatron-core's MoE token dispatcher; it applies to @framework "
+                   "megatron only"};
     return {};
   }
   if ((o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store) && o.impl != TransformerImpl::kTransformerEngine)

@@ -35,6 +35,7 @@ struct TrainingFlags {
   std::string fp8;                // empty = none
   bool activation_func_fp8_input_store = false;
   std::string recompute_modules;  // empty = core_attn
+  std::string moe_token_dispatcher;  // empty = allgather
   std::string attention = "flash";
   std::string recompute = "none";
   int64_t recompute_layers = -1;
@@ -93,6 +94,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--recompute-modules", f.recompute_modules,
                   "megatron, --recompute selective: core_attn (default), layernorm, mlp,\n"
                   "moe_act, moe, shared_experts, mla_up_proj");
+  cmd->add_option("--moe-token-dispatcher", f.moe_token_dispatcher,
+                  "with --framework megatron: allgather (default) or alltoall");
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
@@ -204,6 +207,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (f.activation_func_fp8_input_store)
     named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
+  if (!f.moe_token_dispatcher.empty()) named.emplace_back("moe_token_dispatcher", f.moe_token_dispatcher);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
   if (!f.head.empty()) named.emplace_back("head", f.head);
