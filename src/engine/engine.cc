@@ -273,6 +273,7 @@ struct Scratch {
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;
   std::vector<int64_t> kind_rerun;  // full recomputation: layers of each kind rerun
   std::vector<int64_t> kind_fp8_elements;  // TE fp8 weight cache: weight elements of one layer per TP rank
+  std::vector<int64_t> kind_fp8_copies;    // and its fp8 weight copies (one scale_inv each)
   /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
   /// bindings. They are a function of the prepared model, the graph variant and the symbol values
   /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
@@ -379,6 +380,12 @@ Binding bind(const Prepared& p, const Layout& l) {
     } else {
       set(Sym::kMoeRows, token_rows);
     }
+    const int64_t local = ceil_div(e.num_experts, par.ep);
+    set(Sym::kLocalExperts, local);
+    // Megatron TE fp8: TEGroupedMLP's Fp8Padding rounds each local expert's rows up to 16 (te_rules.h).
+    const int64_t rows = b.values[static_cast<std::size_t>(Sym::kMoeRows)];
+    const bool fp8 = p.workload.framework == Framework::kMegatron && p.workload.megatron.fp8 != Fp8Recipe::kNone;
+    set(Sym::kExpertRows, fp8 ? te_fp8_expert_rows(rows, local) : rows);
   }
   b.variant.gqa_repeat = !m.mla && m.num_kv_heads < m.num_heads &&
                          b.values[static_cast<std::size_t>(Sym::kKvHeads)] < b.values[static_cast<std::size_t>(Sym::kQHeads)];
@@ -557,7 +564,11 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   const bool fp8_cache_on = te_fp8_weight_cache_on(w, l.zero_stage);
   if (fp8_cache_on) {
     s.kind_fp8_elements.resize(num_kinds);
-    for (std::size_t k = 0; k < num_kinds; ++k) s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp);
+    s.kind_fp8_copies.resize(num_kinds);
+    for (std::size_t k = 0; k < num_kinds; ++k) {
+      s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp, par.ep);
+      s.kind_fp8_copies[k] = te_fp8_weight_copies(m, g.kinds[k].spec, par.ep);
+    }
   }
 
   // Recomputation: the extra bytes alive while one unit is rerun in backward, and its FLOPs.
@@ -738,15 +749,18 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     // Offloading (one stage, check_offload): the GPU keeps the head's and the checkpoint keywords.
     const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu : stage;
     int64_t fp8_elements = 0;  // the stage's TE linear weight elements per TP rank (fp8 weight cache)
+    int64_t fp8_copies = 0;    // and its fp8 weight copies
     if (fp8_cache_on)
       for (int64_t j = 0; j < par.vpp; ++j) {
         const int64_t c = b.split.chunk_of(rank, j);
         const int64_t begin = b.split.chunk_begin(c);
-        for (std::size_t k = 0; k < num_kinds; ++k)
-          fp8_elements = checked_add(fp8_elements,
-                                     checked_mul(p.count(k, begin, begin + b.split.chunk_size(c)), s.kind_fp8_elements[k]));
+        for (std::size_t k = 0; k < num_kinds; ++k) {
+          const int64_t n = p.count(k, begin, begin + b.split.chunk_size(c));
+          fp8_elements = checked_add(fp8_elements, checked_mul(n, s.kind_fp8_elements[k]));
+          fp8_copies = checked_add(fp8_copies, checked_mul(n, s.kind_fp8_copies[k]));
+        }
       }
-    const Bytes fp8_cache{fp8_cache_on ? te_fp8_weight_cache_bytes(fp8_elements, st.num_layers) : 0};
+    const Bytes fp8_cache{fp8_cache_on ? te_fp8_weight_cache_bytes(fp8_elements, fp8_copies) : 0};
     const Bytes stage_peak = bytes.total() + fp8_cache + on_gpu + transient;
     if constexpr (Sink::kRecords)
       sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), on_gpu.count(),
@@ -766,6 +780,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       if constexpr (Sink::kRecords) {
         sink.stage = st;
         sink.fp8_weight_elements = fp8_elements;
+        sink.fp8_weight_copies = fp8_copies;
         sink.logits_grad = rank == par.pp - 1 ? logits_grad.count() : -1;
       }
     }

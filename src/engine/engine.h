@@ -89,6 +89,7 @@ struct RecordingSink {
   int64_t offload_working_set = -1;  // -1: no activation offloading (offload.h)
   int64_t accumulated_grad = -1;     // -1: no AccumulateGrad transient (grad_accum.h)
   int64_t fp8_weight_elements = 0;   // the peak stage's TE linear weight elements per TP rank (te_rules.h)
+  int64_t fp8_weight_copies = 0;     // and its fp8 weight copies, one fp32 scale_inv each (te_rules.h)
   StageParams stage;               // the peak stage's parameters
   std::vector<StageTotals> stages;  // every stage's GPU (Report::stages)
   void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }

@@ -494,17 +494,32 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
   if (t.fp8_weight_cache > 0) {
     // te_rules.h: TE's cached fp8 weight copies, 2 bytes per weight element + a 4-byte scale_inv per linear.
+    // Dense layers with standard attention: four linears a layer (the formula as before); MoE
+    // (grouped experts: a copy per expert) and MLA layers: the stage's copies counted.
+    const bool four_per_layer = rec.fp8_weight_copies == detail::kTeLinearsPerLayer * rec.stage.num_layers;
+    std::vector<Factor> scale_factors{{"4", detail::kTeFp8ScaleInvBytes}};
+    if (four_per_layer) {
+      scale_factors.push_back({"4 linears", detail::kTeLinearsPerLayer});
+      scale_factors.push_back({"L_stage", rec.stage.num_layers});
+    } else {
+      scale_factors.push_back({"n_fp8 weight copies", rec.fp8_weight_copies});
+    }
     Term c = sum_term("fp8_weight_cache",
                       "TE fp8 weight copies cached per TE linear (rowwise data + columnwise transpose, fp32 scale_inv)",
                       {{{"2", detail::kTeFp8CopyBytesPerWeight}, {"Ψ_TE linears", rec.fp8_weight_elements}},
-                       {{"4", detail::kTeFp8ScaleInvBytes},
-                        {"4 linears", detail::kTeLinearsPerLayer},
-                        {"L_stage", rec.stage.num_layers}}});
-    c.note = fmt::format(
-        "qkv, proj, fc1, fc2 of the stage's {} layers at tp {}: Float8Tensor data (out, in) + _transpose (in, out) "
-        "on Hopper (TE csrc/quantizer.cpp), kept in _fp8_workspaces across micro-batches (TE linear.py l.1958-2071; "
-        "Megatron passes is_first_microbatch, extensions/transformer_engine.py l.1338-1345)",
-        rec.stage.num_layers, par.tp);
+                       scale_factors});
+    c.note = four_per_layer
+                 ? fmt::format("qkv, proj, fc1, fc2 of the stage's {} layers at tp {}: Float8Tensor data (out, in) + "
+                               "_transpose (in, out) on Hopper (TE csrc/quantizer.cpp), kept in _fp8_workspaces across "
+                               "micro-batches (TE linear.py l.1958-2071; Megatron passes is_first_microbatch, "
+                               "extensions/transformer_engine.py l.1338-1345)",
+                               rec.stage.num_layers, par.tp)
+                 : fmt::format("the TE linears of the stage's {} layers at tp {} (MLA's q/kv down and up projections "
+                               "and linear_proj; the shared experts' fc1, fc2; one copy per local routed expert of "
+                               "GroupedLinear fc1 and fc2, its _fp8_workspaces[\"weight{{i}}\"], TE grouped_linear.py "
+                               "l.2259-2310): {} fp8 weight copies, Float8Tensor data (out, in) + _transpose (in, "
+                               "out) on Hopper, kept across micro-batches",
+                               rec.stage.num_layers, par.tp, rec.fp8_weight_copies);
     e.memory.add(c);
   }
   if (!p.param_only) {

@@ -357,11 +357,25 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
     // TE Linear / LayerNormLinear under fp8 per-tensor scaling: the quantized input with only its
     // columnwise usage (linear.py l.606-617, layernorm_linear.py l.478-487): 1 byte per element
     // plus the fp32 scale_inv (Float8Tensor._scale_inv, one element).
+    // TE GroupedLinear (the routed experts, grouped_linear.py l.819-826, l.901-936): split_quantize
+    // makes one Float8Tensor per expert (a separate allocation each for per-tensor recipes,
+    // csrc/extensions/cast.cpp split_quantize, AllocationMethod::UNFUSED), each kept columnwise-only
+    // with its own scale_inv: E/ep of them. te_fp8_input_tag: the recompute modules that drop it.
     const Shape in_shape = g.at(input).shape;
-    g.save(g.add(name + ".input_fp8", group, "TE fp8 quantize", in_shape, DType::kFP8,
-                 "columnwise (transposed) fp8 copy of the input, kept for the weight gradient"));
-    g.save(g.add(name + ".input_scale_inv", group, "TE fp8 quantize", {Dim::lit("1", 1)}, DType::kFP32,
-                 "its fp32 scale_inv"));
+    const bool grouped = name == "moe.experts.fc1" || name == "moe.experts.fc2";
+    const uint16_t extra = te_fp8_input_tag(name);
+    const int data = g.add(name + ".input_fp8", group, grouped ? "TE GroupedLinear fp8 split_quantize" : "TE fp8 quantize",
+                           in_shape, DType::kFP8,
+                           grouped ? "per-expert columnwise (transposed) fp8 copies of the input, kept for the weight "
+                                     "gradients"
+                                   : "columnwise (transposed) fp8 copy of the input, kept for the weight gradient");
+    g.at(data).mcore_tag |= extra;
+    g.save(data);
+    const int scale = g.add(name + ".input_scale_inv", group, grouped ? "TE GroupedLinear fp8 split_quantize" : "TE fp8 quantize",
+                            {grouped ? Dim::of(Sym::kLocalExperts) : Dim::lit("1", 1)}, DType::kFP32,
+                            grouped ? "one fp32 scale_inv per local expert" : "its fp32 scale_inv");
+    g.at(scale).mcore_tag |= extra;
+    g.save(scale);
   } else if (!c.frozen())
     g.save(input);
   else if (lora.enabled() && (lora.targets & lora_target_of(name)))
@@ -906,10 +920,15 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   }
   // permute (moe_utils.py l.470-494): tokens.index_select(0, sorted_indices) keeps the indices;
   // unpermute's scatter_add_ (l.617-619) keeps the same storage.
-  const Shape rows{Dim::of(Sym::kMoeRows)};
-  g.save(g.add("moe.sorted_indices", grp, "permute", rows, DType::kINT64,
+  const Shape dispatched{Dim::of(Sym::kMoeRows)};
+  g.save(g.add("moe.sorted_indices", grp, "permute", dispatched, DType::kINT64,
                "flat_sorted % T, kept by index_select and by unpermute's scatter_add_"));
-  int permuted = g.add("moe.permuted_tokens", grp, "permute", cat(rows, {c.h}), c.e, "the grouped fc1's input");
+  // Under TE fp8 TEGroupedMLP pads each expert's rows, and the probs alike, to a multiple of 16
+  // (experts.py l.896-904, Fp8Padding: a new tensor, saving nothing; Fp8Unpadding after fc2):
+  // the experts' tensors have Sym::kExpertRows rows (te_rules.h te_fp8_expert_rows).
+  const Shape rows{c.fp8 ? Dim::of(Sym::kExpertRows) : Dim::of(Sym::kMoeRows)};
+  int permuted = g.add("moe.permuted_tokens", grp, c.fp8 ? "permute + Fp8Padding" : "permute", cat(rows, {c.h}), c.e,
+                       "the grouped fc1's input");
   // TEGroupedMLP.forward (experts.py l.926-1038): linear_fc1, weighted_bias_swiglu_impl(fc1_out,
   // None, permuted_probs) (WeightedSwiGLUFunction, fused_bias_swiglu.py l.268-270 keeps its input and
   // the probs), linear_fc2.
@@ -1544,6 +1563,8 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
   if (p.cp > 1) rows += " (s/cp)";
   set(Sym::kMoeRows, rows);
   set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");
+  set(Sym::kExpertRows, rows + "↑16");  // Megatron TE fp8: each expert's rows up to a multiple of 16
+  set(Sym::kLocalExperts, p.ep > 1 ? "E/ep" : "E");
   return x;
 }
 

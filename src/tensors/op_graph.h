@@ -36,6 +36,9 @@ enum class Sym : int8_t {
   kSharedFfn,  // fs/t
   kMoeRows,    // token rows one GPU's experts process: k·s·b (any ep), or the padded capacity
   kSeqShifted, // rows of a loss over shifted labels (transformers ≤ 4.45): s/cp − 1
+  kExpertRows, // rows the routed experts' GEMMs see: kMoeRows, or under Megatron TE fp8 each local
+               // expert's rows rounded up to a multiple of 16 (Fp8Padding; te_rules.h te_fp8_expert_rows)
+  kLocalExperts,  // routed experts on one GPU: E/ep (one fp8 scale_inv each per GroupedLinear)
   kCount,
 };
 constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);

@@ -39,10 +39,17 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
                    "@attention eager: the TE spec runs TE DotProductAttention, modeled as its FusedAttention "
                    "backend; use @attention flash (or @transformer_impl local for Megatron's unfused attention)"};
   }
-  if (o.fp8 != Fp8Recipe::kNone && (m.moe || m.mla))
-    return Error{ErrorKind::kIncompatible, "fp8",
-                 "@fp8 is modeled for dense layers with standard attention (TE LayerNormLinear, Linear, fused "
-                 "SwiGLU); MoE grouped GEMM and MLA under fp8 are not; drop @fp8"};
+  // transformer_config.py l.2000-2005: "Delayed scaling does not support moe_act and layernorm
+  // recompute for fp8" (both rely on set_save_original_input, which TE refuses for Float8Quantizer).
+  // Enforced here for MoE and MLA models, whose modelled saves rely on it (te_fp8_input_tag); a
+  // dense model's layernorm recompute under delayed is accepted as before (its norms are fused into
+  // TE LayerNormLinear, so the rule changes nothing there).
+  if (o.fp8 == Fp8Recipe::kDelayed && (m.moe || m.mla) &&
+      (o.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
+    return Error{ErrorKind::kIncompatible, "recompute_modules",
+                 "@recompute_modules moe_act and layernorm need a recipe other than delayed under fp8 (Megatron: "
+                 "\"Delayed scaling does not support moe_act and layernorm recompute for fp8\"); use @fp8 tensorwise "
+                 "or drop them"};
   if (o.recompute_modules & ~kRecomputeModulesModeled)
     return Error{ErrorKind::kIncompatible, "recompute_modules",
                  fmt::format("@recompute_modules {}: not yet modeled; drop it (core_attn, moe_act, layernorm, mlp, "
@@ -150,17 +157,60 @@ bool te_fp8_weight_cache_on(const Workload& w, int zero_stage) {
   return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3;
 }
 
-int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp) {
-  if (l.moe || m.mla) return 0;  // refused under fp8 (check_megatron_workload)
+namespace {
+/// fc1 (2)·f·h + fc2 f·h of one MLP with intermediate f (already per TP rank).
+int64_t te_mlp_elements(const ModelSpec& m, int64_t f) {
+  return checked_add(checked_mul(checked_mul(m.gated_mlp ? 2 : 1, f), m.hidden), checked_mul(f, m.hidden));
+}
+int64_t local_experts(const MoeSpec& e, int64_t ep) { return (e.num_experts + ep - 1) / ep; }
+}  // namespace
+
+int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep) {
   const int64_t h = m.hidden;
-  const int64_t d = m.head_dim;
   const int64_t q_heads = m.num_heads / tp;
-  const int64_t ffn = l.ffn / tp;
-  const int64_t qkv = checked_mul(checked_mul(q_heads + 2 * m.kv_heads_per_rank(tp), d), h);
-  const int64_t proj = checked_mul(checked_mul(q_heads, d), h);
-  const int64_t fc1 = checked_mul(checked_mul(m.gated_mlp ? 2 : 1, ffn), h);
-  const int64_t fc2 = checked_mul(ffn, h);
-  return checked_add(checked_add(qkv, proj), checked_add(fc1, fc2));
+  int64_t attn = 0;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const int64_t q = a.q_lora_rank > 0
+                          ? checked_add(checked_mul(h, a.q_lora_rank),
+                                        checked_mul(checked_mul(a.q_lora_rank, q_heads), a.qk_head_dim()))
+                          : checked_mul(checked_mul(h, q_heads), a.qk_head_dim());
+    const int64_t kv_down = checked_mul(h, a.kv_lora_rank + a.qk_rope_head_dim);
+    const int64_t kv_up = checked_mul(checked_mul(a.kv_lora_rank, q_heads), a.qk_nope_head_dim + a.v_head_dim);
+    const int64_t proj = checked_mul(checked_mul(q_heads, a.v_head_dim), h);
+    attn = checked_add(checked_add(q, kv_down), checked_add(kv_up, proj));
+  } else {
+    const int64_t d = m.head_dim;
+    const int64_t qkv = checked_mul(checked_mul(q_heads + 2 * m.kv_heads_per_rank(tp), d), h);
+    const int64_t proj = checked_mul(checked_mul(q_heads, d), h);
+    attn = checked_add(qkv, proj);
+  }
+  if (!l.moe) return checked_add(attn, te_mlp_elements(m, l.ffn / tp));
+  const MoeSpec& e = *m.moe;
+  const int64_t shared = e.shared_ffn > 0 ? te_mlp_elements(m, e.shared_ffn / tp) : 0;
+  const int64_t routed = checked_mul(local_experts(e, ep), te_mlp_elements(m, e.expert_ffn / tp));
+  return checked_add(attn, checked_add(shared, routed));
+}
+
+int64_t te_fp8_weight_copies(const ModelSpec& m, const LayerSpec& l, int64_t ep) {
+  const int64_t attn = m.mla ? (m.mla->q_lora_rank > 0 ? 5 : 4) : 2;
+  if (!l.moe) return attn + 2;
+  const MoeSpec& e = *m.moe;
+  return attn + (e.shared_ffn > 0 ? 2 : 0) + 2 * local_experts(e, ep);
+}
+
+int64_t te_fp8_expert_rows(int64_t moe_rows, int64_t local) {
+  if (local <= 0) return moe_rows;
+  const int64_t per_expert = (moe_rows + local - 1) / local;
+  return checked_mul(local, (per_expert + kTeFp8RowAlign - 1) / kTeFp8RowAlign * kTeFp8RowAlign);
+}
+
+uint16_t te_fp8_input_tag(const std::string& name) {
+  if (name == "moe.experts.fc2") return kTagMoeAct;
+  if (name == "moe.shared.gate_up" || name == "moe.shared.fc1") return kTagMlpNorm;
+  if (name == "attn.q_a_proj" || name == "attn.kv_a_proj_with_mqa") return kTagAttnNorm;
+  if (name == "attn.q_b_proj" || name == "attn.kv_b_proj" || name == "attn.q_proj") return kTagMlaUpNorm;
+  return 0;
 }
 
 std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, Recompute recompute, int64_t cp) {

@@ -82,12 +82,48 @@ inline constexpr int64_t kTeFp8ScaleInvBytes = 4;  // fp32 _scale_inv, one eleme
 
 /// Whether the cache exists for this workload and ZeRO stage (see above).
 bool te_fp8_weight_cache_on(const Workload& workload, int zero_stage);
-/// Weight elements of one layer's four TE linears on one TP rank: qkv (a/t + 2·kv/t)·d·h, proj
-/// h·(a/t)·d, fc1 (2)·f/t·h, fc2 h·f/t. Example: Llama-3-8B at tp 2: 109,051,904 (of 218,103,808).
-int64_t te_fp8_weight_elements(const ModelSpec& model, const LayerSpec& layer, int64_t tp);
-/// Bytes of the cache for `layers` layers holding `elements` weight elements in all.
-inline int64_t te_fp8_weight_cache_bytes(int64_t elements, int64_t layers) {
-  return kTeFp8CopyBytesPerWeight * elements + kTeFp8ScaleInvBytes * kTeLinearsPerLayer * layers;
+/// Weight elements of one layer's TE linears on one TP rank (`ep` the expert-parallel size).
+/// Dense attention: qkv (a/t + 2·kv/t)·d·h, proj h·(a/t)·d; dense MLP: fc1 (2)·f/t·h, fc2 h·f/t.
+/// Example: Llama-3-8B at tp 2: 109,051,904 (of 218,103,808).
+/// MLA (multi_latent_attention.py l.520-610, TELinear / TELayerNormColumnParallelLinear):
+/// linear_q_down_proj h·rq and linear_kv_down_proj h·(rkv+dr) (parallel_mode "duplicated": whole on
+/// every TP rank), linear_q_up_proj rq·(a/t)·dqk (or linear_q_proj h·(a/t)·dqk without q LoRA),
+/// linear_kv_up_proj rkv·(a/t)·(dn+dv), linear_proj (a/t)·dv·h.
+/// MoE layer: the shared experts' fc1/fc2 (TE linears, as a dense MLP of fs) and, per local routed
+/// expert, TE GroupedLinear's weight{i} of fc1 (2)·fe/t·h and fc2 h·fe/t: GroupedLinear.forward
+/// caches each one in _fp8_workspaces["weight{i}"] (grouped_linear.py l.2259-2310, quantize_weight
+/// per GEMM l.836-848); the router's weight is not a TE module's (RouterGatingLinearFunction).
+int64_t te_fp8_weight_elements(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep = 1);
+/// TE fp8 weight copies of one layer (each with its own fp32 scale_inv): qkv + proj (or MLA's five,
+/// four without q LoRA), fc1 + fc2, or for a MoE layer the shared experts' 2 and 2 per local expert.
+int64_t te_fp8_weight_copies(const ModelSpec& model, const LayerSpec& layer, int64_t ep = 1);
+/// Bytes of the cache holding `elements` weight elements in `copies` fp8 weight copies.
+inline int64_t te_fp8_weight_cache_bytes(int64_t elements, int64_t copies) {
+  return kTeFp8CopyBytesPerWeight * elements + kTeFp8ScaleInvBytes * copies;
 }
+
+/// Rows the routed experts' GEMMs see under TE fp8 (delayed / tensorwise): TEGroupedMLP pads each
+/// local expert's rows to a multiple of 16 (experts.py l.896-904 Fp8Padding; TE fp8_padding.py:
+/// (m + 15) // 16 · 16, align 16 for per-tensor recipes). Modeled with balanced routing: each of
+/// the `local_experts` experts gets ⌈moe_rows / local_experts⌉ rows. Example: 4096 rows over 8
+/// experts: 8·512 = 4096 (no padding); 1000 rows over 8: 8·⌈125/16⌉·16 = 8·128 = 1024.
+/// (--moe-router-padding-for-fp8 pads the routing map instead: the same expert rows, and the
+/// dispatcher's tensors grow with them, not modeled.)
+int64_t te_fp8_expert_rows(int64_t moe_rows, int64_t local_experts);
+inline constexpr int64_t kTeFp8RowAlign = 16;
+
+/// Extra McoreTag bits for the fp8 input copy a TE linear named `name` keeps, so that
+/// --recompute-modules drops it where Megatron has the module keep its original input instead
+/// (set_save_original_input, which the checkpoint then frees) or runs it without grad:
+///  - moe.experts.fc2 under moe_act (experts.py l.273-276): kTagMoeAct;
+///  - the shared experts' fc1 under layernorm (transformer_layer.py l.526-530, moe_layer.py
+///    l.743-750): kTagMlpNorm;
+///  - MLA's down projections under layernorm (transformer_layer.py l.476-479,
+///    multi_latent_attention.py l.1114-1118): kTagAttnNorm;
+///  - MLA's up projections under mla_up_proj (their inputs are norm outputs of the TE spec's
+///    LayerNormLinear; the checkpoint runs them under no_grad): kTagMlaUpNorm.
+/// Megatron refuses moe_act and layernorm with the delayed recipe (transformer_config.py
+/// l.2000-2005), whose Float8Quantizer cannot keep the original input (TE linear.py l.309-326).
+uint16_t te_fp8_input_tag(const std::string& linear_name);
 
 }  // namespace actmem::detail

@@ -145,7 +145,7 @@ TEST(MegatronTe, Fp8WeightElementsPerTpRank) {
   EXPECT_EQ(detail::te_fp8_weight_elements(m, m.layers[0], 2), kLlama3_8bTeWeightsTp2);
   // tp 16 > kv 8: one KV head replicated per rank, qkv (2 + 2·1)·128·4096 = 2,097,152.
   EXPECT_EQ(detail::te_fp8_weight_elements(m, m.layers[0], 16), 2'097'152 + 1'048'576 + 7'340'032 + 3'670'016);
-  EXPECT_EQ(detail::te_fp8_weight_cache_bytes(kLlama3_8bTeWeightsTp2, 1), 218'103'808 + 16);
+  EXPECT_EQ(detail::te_fp8_weight_cache_bytes(kLlama3_8bTeWeightsTp2, 4), 218'103'808 + 16);  // 4 copies: 4 scale_inv
 }
 
 TEST(MegatronTe, Fp8WeightCacheCountedInTheTotal) {
