@@ -294,6 +294,77 @@ class MegatronMLALayer(nn.Module):
         return x + ops.dropout(y, run.hidden_dropout)
 
 
+class MegatronMLAFp8Layer(MegatronMLALayer):
+    """The TE spec's MLA layer under fp8 (--fp8 delayed|tensorwise, per-tensor scaling), the
+    fp8-* cases: every TE linear keeps its input as the fp8 columnwise copy + scale_inv
+    (te_validation.TELinearFn / TELayerNormLinearFn with fp8: TE linear.py l.606-617,
+    layernorm_linear.py l.478-487), except where Megatron sets set_save_original_input:
+      linear_proj for recipes other than delayed (multi_latent_attention.py l.235-251);
+      linear_q_down_proj / linear_kv_down_proj under recompute_modules layernorm
+      (transformer_layer.py l.476-479 -> multi_latent_attention.py l.1114-1118; delayed is refused
+      then, transformer_config.py l.2000-2005).
+    recompute_modules layernorm (input_layernorm a TENorm of its own under MLA):
+    CheckpointWithoutOutput around it, its output freed once self-attention ran
+    (transformer_layer.py l.712-720, l.683-688). Under mla_up_proj the up projections run in the
+    checkpoint's no_grad and keep nothing, fp8 or not."""
+
+    def __init__(self, cfg, run, recipe, modules=("core_attn",)):
+        super().__init__(cfg, run, "transformer_engine", modules)
+        self.recipe = recipe
+
+    def _linear(self, x, layer):
+        import te_validation as te
+
+        if layer is self.proj:
+            save_original = self.recipe != "delayed"
+        else:
+            save_original = self.selective("layernorm")
+        return te.TELinearFn.apply(x, layer.weight, None, True, save_original)
+
+    def _norm_linear(self, x, w, layer):
+        import te_validation as te
+
+        return te.TELayerNormLinearFn.apply(x, w, None, layer.weight, None, self.cfg.eps, True, True, 1)
+
+    def _mlp(self, y):
+        import te_validation as te
+
+        fc1 = te.TELayerNormLinearFn.apply(y, self.norm2_w, None, self.fc1.weight, None, self.cfg.eps, True, True, 1)
+        return te.TELinearFn.apply(ops.SwiGLUFn.apply(fc1), self.fc2.weight, None, True, False)
+
+    def forward(self, x, rope=None):
+        if not self.selective("layernorm"):
+            return super().forward(x, rope)
+        # MegatronMLALayer.forward (TE branch) with input_layernorm checkpointed
+        cfg, run = self.cfg, self.run
+        s, b, _ = x.shape
+        self.cos_sin = mla_cos_sin(s, cfg.qk_rope_dim, x.dtype)
+        import te_validation as te
+
+        ln_ckpt = te.CheckpointWithoutOutput()  # one output (this module's class holds q, k, v)
+        n1 = ln_ckpt.checkpoint(lambda t: ops.RMSNormFn.apply(t, self.norm1_w, cfg.eps), x)
+        q_c = self._linear(n1, self.q_down) if cfg.q_lora_rank else n1
+        kv_comb = self._linear(n1, self.kv_down)
+        kv_c, k_pe = torch.split(kv_comb, [cfg.kv_lora_rank, cfg.qk_rope_dim], dim=-1)
+        ckpt = None
+        if self.selective("mla_up_proj"):
+            ckpt = CheckpointWithoutOutput()
+            q, k, v = ckpt.checkpoint(self._up_proj_and_rope, q_c, kv_c, k_pe)
+        else:
+            q, k, v = self._up_proj_and_rope(q_c, kv_c, k_pe)
+        if self.selective("core_attn"):
+            context = checkpoint(self._core, q, k, v, use_reentrant=True)
+        else:
+            context = self._core(q, k, v)
+        if ckpt is not None:
+            ckpt.discard_output_and_register_recompute(context)
+        out = self._linear(context, self.proj)
+        ln_ckpt.discard_output_and_register_recompute(out)
+        x = x + ops.dropout(out, run.hidden_dropout)
+        y = checkpoint(self._mlp, x, use_reentrant=True) if self.selective("mlp") else self._mlp(x)
+        return x + ops.dropout(y, run.hidden_dropout)
+
+
 # ---------------------------------------------------------------------------------------------
 # One tensor / sequence parallel rank (parallel_models.py's collectives and parallel linears),
 # local spec only: MLASelfAttention._qkv_down_projection with ColumnParallelLinear down projections

@@ -41,6 +41,11 @@ DSV3_NOLORA_DENSE = dict(run_validation.DSV3_NOLORA, layers=3, first_dense=3)
 def build(cfg, run, opts, seed=0):
     torch.manual_seed(seed)
     model = models.MegatronModel(cfg, run)
+    if opts.fp8 != "none":  # the fp8-* cases
+        from megatron_mla_models import MegatronMLAFp8Layer
+
+        model.layers = nn.ModuleList(MegatronMLAFp8Layer(cfg, run, opts.fp8, opts.modules) for _ in range(cfg.layers))
+        return model.to(run.torch_dtype).train()
     model.layers = nn.ModuleList(MegatronMLALayer(cfg, run, opts.impl, opts.modules) for _ in range(cfg.layers))
     return model.to(run.torch_dtype).train()
 
@@ -94,11 +99,60 @@ def self_check():
                 break
     if ok:
         print("self-check: local and TE MLA layers with recompute_modules mla_up_proj give the plain gradients")
+    return self_check_fp8() and ok
+
+
+def self_check_fp8():
+    """The fp8 layer (MegatronMLAFp8Layer, fp32) with recompute_modules layernorm, mla_up_proj,
+    core_attn, mlp (tensorwise) gives the plain fp8 layer's gradients, and those of the bf16 TE
+    layer (the emulation's backward is exact)."""
+    cfg = models.ModelConfig(**dict(DSV3_DENSE, layers=2, first_dense=2))
+    ok = True
+    grads = []
+    for rc, o in (("none", te.MegatronOpts(TE)), ("none", te.MegatronOpts(TE, fp8="tensorwise")),
+                  ("selective", te.MegatronOpts(TE, fp8="tensorwise",
+                                                modules=("layernorm", "mla_up_proj", "core_attn", "mlp")))):
+        m = measure(cfg, models.RunConfig("megatron", "flash", rc, "fp32", 12, 2), o, backward=True)
+        grads.append([p.grad.clone() for p in m["model"].parameters()])
+    for other in grads[1:]:
+        for g0, g1 in zip(grads[0], other):
+            if not torch.allclose(g0, g1, rtol=1e-4, atol=1e-6):
+                print("self-check: the fp8 MLA layer's gradients differ from the bf16 TE layer's")
+                ok = False
+                break
+    if ok:
+        print("self-check: the fp8 MLA layer (with layernorm, mla_up_proj, core_attn, mlp) gives the plain gradients")
     return ok
 
 
 def opts(impl="local", *modules):
     return te.MegatronOpts(impl, modules=modules or ("core_attn",))
+
+
+def fp8opts(recipe, *modules):
+    """The TE spec under --fp8 (megatron_mla_models.MegatronMLAFp8Layer)."""
+    return te.MegatronOpts(TE, fp8=recipe, modules=modules or ("core_attn",))
+
+
+# TE fp8 on MLA: the down/up projections' and linear_proj's fp8 inputs (fp8-* cases)
+FP8_CASES = [
+    ("fp8-te-flash-none-delayed", DSV3_DENSE, "flash", "bf16", 41, 3, "none", fp8opts("delayed")),
+    ("fp8-te-flash-none-tensorwise", DSV3_DENSE, "flash", "bf16", 41, 3, "none", fp8opts("tensorwise")),
+    ("fp8-te-flash-coreattn-delayed", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", fp8opts("delayed")),
+    ("fp8-te-flash-mlaup-delayed", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", fp8opts("delayed", "mla_up_proj")),
+    ("fp8-te-flash-mlaup-mlp-tensorwise", DSV3_DENSE, "flash", "bf16", 41, 3, "selective",
+     fp8opts("tensorwise", "mla_up_proj", "mlp")),
+    ("fp8-te-flash-layernorm-tensorwise", DSV3_DENSE, "flash", "bf16", 41, 3, "selective",
+     fp8opts("tensorwise", "layernorm")),
+    ("fp8-te-flash-layernorm-mlaup-coreattn-tensorwise", DSV3_DENSE, "flash", "bf16", 41, 3, "selective",
+     fp8opts("tensorwise", "layernorm", "mla_up_proj", "core_attn")),
+    ("fp8-te-flash-full-delayed", DSV3_DENSE, "flash", "bf16", 41, 3, "full", fp8opts("delayed")),
+    ("fp8-nolora-te-flash-none-delayed", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "none", fp8opts("delayed")),
+    ("fp8-nolora-te-flash-mlaup-tensorwise", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "selective",
+     fp8opts("tensorwise", "mla_up_proj")),
+    ("fp8-nolora-te-flash-layernorm-tensorwise", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "selective",
+     fp8opts("tensorwise", "layernorm")),
+]
 
 
 CASES = [
@@ -131,7 +185,7 @@ CASES = [
     ("te-flash-full-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "full", opts(TE)),
     ("nolora-te-flash-none-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "none", opts(TE)),
     ("nolora-te-flash-mlaup-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "selective", opts(TE, "mla_up_proj")),
-]
+] + FP8_CASES
 
 
 def main():

@@ -157,6 +157,105 @@ class AuxLossAutoScaler(torch.autograd.Function):
         return grad, torch.ones_like(aux_loss)
 
 
+# ---------------------------------------------------------------------------------------------
+# TE fp8 (delayed / tensorwise per-tensor scaling) on the TE spec's experts (fp8-* cases)
+
+
+class Fp8PaddingFn(torch.autograd.Function):
+    """TE module/fp8_padding.py _Fp8Padding (Megatron experts.py l.896-904, TEGroupedMLP under fp8):
+    a new (sum(padded), in) tensor with each expert's rows followed by zero rows up to a multiple of
+    16 (tex.fused_multi_row_padding); saves nothing (backward unpads)."""
+
+    @staticmethod
+    def forward(ctx, inp, splits, padded):
+        ctx.splits, ctx.padded = splits, padded
+        with torch.no_grad():
+            out = inp.new_zeros((sum(padded), *inp.shape[1:]))
+            src = dst = 0
+            for n, p in zip(splits, padded):
+                out[dst:dst + n] = inp[src:src + n]
+                src, dst = src + n, dst + p
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        parts, dst = [], 0
+        for n, p in zip(ctx.splits, ctx.padded):
+            parts.append(grad[dst:dst + n])
+            dst += p
+        return torch.cat(parts, 0), None, None
+
+
+class Fp8UnpaddingFn(torch.autograd.Function):
+    """TE module/fp8_padding.py _Fp8Unpadding: each expert's first rows into a new tensor
+    (tex.fused_multi_row_unpadding); saves nothing (backward pads)."""
+
+    @staticmethod
+    def forward(ctx, inp, splits, padded):
+        ctx.splits, ctx.padded = splits, padded
+        with torch.no_grad():
+            parts, src = [], 0
+            for n, p in zip(splits, padded):
+                parts.append(inp[src:src + n])
+                src += p
+            return torch.cat(parts, 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        out = grad.new_zeros((sum(ctx.padded), *grad.shape[1:]))
+        src = dst = 0
+        for n, p in zip(ctx.splits, ctx.padded):
+            out[dst:dst + n] = grad[src:src + n]
+            src, dst = src + n, dst + p
+        return out, None, None
+
+
+class GroupedLinearFp8Fn(torch.autograd.Function):
+    """TE GroupedLinear under fp8 (module/grouped_linear.py, the split-quantize path taken for
+    per-tensor recipes): _split_quantize (l.819-826; csrc/extensions/cast.cpp split_quantize,
+    AllocationMethod::UNFUSED: one Float8Tensor per expert, each allocated on its own), then
+    (l.901-915) each inputmat.update_usage(rowwise_usage=False, columnwise_usage=True) and
+    save_for_backward(*inputmats, *weights_fp8, ...) (l.930-936): per expert the transposed
+    columnwise data (1 byte per element) and its fp32 scale_inv. weights_fp8 are the cached
+    _fp8_workspaces (Megatron passes is_first_microbatch): a static term, not saved here. With
+    save_original (Megatron experts.py l.273-276: linear_fc2 under moe_act for recipes other than
+    delayed) inputmats[0] = inp, the caller's storage (l.903-905)."""
+
+    @staticmethod
+    def forward(ctx, inp, splits, save_original, *weights):
+        ctx.splits, ctx.save_original, ctx.weights = splits, save_original, weights
+        with torch.no_grad():
+            outs = [F.linear(x, w) for x, w in zip(torch.split(inp, splits), weights)]
+            out = torch.cat(outs, dim=0)
+        if save_original:
+            ctx.save_for_backward(inp)
+        else:
+            quantized = [tv.fp8_columnwise(x) for x in torch.split(inp.detach(), splits)]
+            ctx.save_for_backward(*[q[0] for q in quantized], *[q[1] for q in quantized])
+            ctx.inp = inp.detach()  # held for the exact backward only (TE's backward reads the fp8 data)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        inp = ctx.saved_tensors[0] if ctx.save_original else ctx.inp
+        gx, gw = [], []
+        for x, w, g in zip(torch.split(inp, ctx.splits), ctx.weights, torch.split(grad, ctx.splits)):
+            gx.append(g @ w)
+            gw.append(g.t() @ x)
+        return (torch.cat(gx, 0), None, None, *gw)
+
+
+def balanced_routing_bias(T, E, k, dtype):
+    """A constant added to the router logits so that token i picks experts (i·k + j) mod E, j < k:
+    balanced routing (each expert k·T/E rows when E divides k·T), the routing actmem models; the fp8
+    cases use it because Fp8Padding's row count depends on each expert's share."""
+    bias = torch.zeros(T, E, dtype=dtype)
+    for i in range(T):
+        for j in range(k):
+            bias[i, (i * k + j) % E] = 30.0
+    return bias
+
+
 class MegatronMoE(nn.Module):
     """MoELayer with TopKRouter, MoEAllGatherTokenDispatcher, TEGroupedMLP (SwiGLU experts) and an
     optional SharedExpertMLP (gated as Qwen2-MoE's with moe_shared_expert_gate)."""
@@ -164,6 +263,8 @@ class MegatronMoE(nn.Module):
     def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False, dispatcher="allgather"):
         super().__init__()
         self.fp8_store = fp8_store  # --activation-func-fp8-input-store
+        self.fp8 = "none"  # TE fp8 recipe (TEMoELayer sets it); balanced routing then
+        self.layernorm_recompute = False  # recompute_modules layernorm (TEMoELayer sets it)
         self.dispatcher = dispatcher  # moe_token_dispatcher_type: allgather | alltoall
         h, f, E = cfg.hidden, cfg.ffn, cfg.experts
         self.cfg, self.modules_ = cfg, tuple(modules)
@@ -183,6 +284,8 @@ class MegatronMoE(nn.Module):
     def route(self, x):
         E, k = self.cfg.experts, self.topk
         logits = RouterGatingLinearFn.apply(x, self.router_w).view(-1, E)
+        if self.fp8 != "none":  # balanced routing (fp8 cases): a constant added, nothing saved
+            logits = logits + balanced_routing_bias(logits.shape[0], E, k, logits.dtype)
         if self.pre_softmax:
             scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
             probs, top_indices = torch.topk(scores, k=k, dim=1)
@@ -203,6 +306,8 @@ class MegatronMoE(nn.Module):
         return routing_probs, routing_map
 
     def experts(self, tokens, splits, probs):
+        if self.fp8 != "none":
+            return self.experts_fp8(tokens, splits, probs)
         fc1 = GroupedLinearFn.apply(tokens, splits, *self.fc1_w)
         probs = probs.unsqueeze(-1)
         if "moe_act" in self.modules_:
@@ -214,7 +319,42 @@ class MegatronMoE(nn.Module):
         act = WeightedSwiGLUFn.apply(fc1, probs, self.fp8_store)
         return GroupedLinearFn.apply(act, splits, *self.fc2_w)
 
+    def experts_fp8(self, tokens, splits, probs):
+        """TEGroupedMLP.forward under fp8 (experts.py l.876-1047): Fp8Padding of the tokens and the
+        probs, GroupedLinear fc1 (fp8 inputs), the weighted SwiGLU (bf16 input, or the e4m3 store),
+        GroupedLinear fc2 (fp8 inputs; under moe_act its original input, freed by the checkpoint),
+        Fp8Unpadding."""
+        padded = [(n + 15) // 16 * 16 for n in splits]
+        probs = probs.unsqueeze(-1)
+        if padded != splits:  # fp8_padding.py: unchanged when every split is aligned already
+            tokens = Fp8PaddingFn.apply(tokens, splits, padded)
+            probs = Fp8PaddingFn.apply(probs, splits, padded)
+        fc1 = GroupedLinearFp8Fn.apply(tokens, padded, False, *self.fc1_w)
+        if "moe_act" in self.modules_:
+            ckpt = tv.CheckpointWithoutOutput()
+            act = ckpt.checkpoint(lambda x, p: WeightedSwiGLUFn.apply(x, p, self.fp8_store), fc1, probs)
+            out = GroupedLinearFp8Fn.apply(act, padded, True, *self.fc2_w)
+            ckpt.discard_output_and_register_recompute(out)
+        else:
+            act = WeightedSwiGLUFn.apply(fc1, probs, self.fp8_store)
+            out = GroupedLinearFp8Fn.apply(act, padded, False, *self.fc2_w)
+        return Fp8UnpaddingFn.apply(out, splits, padded) if padded != splits else out
+
+    def shared_experts_fp8(self, x):
+        """SharedExpertMLP with TE linears under fp8 (TELinearFn: the fp8 columnwise input copy);
+        with layernorm recompute (and no shared_experts checkpoint) linear_fc1 keeps its original
+        input (moe_layer.py l.743-750 set_save_original_input), the norm output then freed."""
+        save_original = self.layernorm_recompute and "shared_experts" not in self.modules_
+        fc1 = tv.TELinearFn.apply(x, self.shared_fc1.weight, None, True, save_original)
+        act = tv.SwiGLUFp8StoreFn.apply(fc1) if self.fp8_store else ops.SwiGLUFn.apply(fc1)
+        y = tv.TELinearFn.apply(act, self.shared_fc2.weight, None, True, False)
+        if self.shared_gate is not None:
+            y = y * torch.sigmoid(F.linear(x, self.shared_gate))
+        return y
+
     def shared_experts(self, x):
+        if self.fp8 != "none":
+            return self.shared_experts_fp8(x)
         fc1 = self.shared_fc1(x)
         y = self.shared_fc2(tv.SwiGLUFp8StoreFn.apply(fc1) if self.fp8_store else ops.SwiGLUFn.apply(fc1))
         if self.shared_gate is not None:
@@ -337,6 +477,8 @@ class TEMoELayer(tv.TELayer):
         super().__init__(cfg, run, opts)
         del self.fc1_w, self.fc2_w
         self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher)
+        self.moe.fp8 = opts.fp8
+        self.moe.layernorm_recompute = "layernorm" in modules
 
     def selective(self, module):
         return module != "mlp" and super().selective(module)

@@ -47,6 +47,38 @@ def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_
 
 
 A2A = dict(dispatcher="alltoall")  # --moe-token-dispatcher alltoall
+
+
+def fp8_case(name, shape, recipe, rc, s, b, modules=("core_attn",), fp8_store=False):
+    """The TE spec under --fp8 delayed|tensorwise (megatron_moe_models.py experts_fp8: per-expert
+    fp8 inputs of GroupedLinear, Fp8Padding; shared experts as TE linears; balanced routing)."""
+    opts = tv.MegatronOpts(TE, fp8=recipe, modules=modules, act_fp8_store=fp8_store)
+    return dict(name=name, model=models.ModelConfig(**shape), opts=opts,
+                run=models.RunConfig("megatron", "flash", rc, "bf16", seq_len=s, micro_batch=b))
+
+
+# TE fp8 (fp8-*): 64·2 tokens top-2 of 4 give each expert 64 rows (aligned); 40·2 give 40, padded to
+# 48 by Fp8Padding; MOE_NONORM's 96 tokens top-3 of 5 give 57 or 58 rows, padded to 64
+FP8_CASES = [
+    fp8_case("fp8-mixtral-delayed-none", MIXTRAL, "delayed", "none", 64, 2),
+    fp8_case("fp8-mixtral-delayed-none-pad", MIXTRAL, "delayed", "none", 40, 2),
+    fp8_case("fp8-mixtral-tensorwise-none-pad", MIXTRAL, "tensorwise", "none", 40, 2),
+    fp8_case("fp8-mixtral-delayed-selective", MIXTRAL, "delayed", "selective", 64, 2),
+    fp8_case("fp8-mixtral-delayed-full", MIXTRAL, "delayed", "full", 64, 2),
+    fp8_case("fp8-mixtral-tensorwise-moe_act", MIXTRAL, "tensorwise", "selective", 64, 2, ("core_attn", "moe_act")),
+    fp8_case("fp8-mixtral-tensorwise-moe_act-pad", MIXTRAL, "tensorwise", "selective", 40, 2, ("moe_act",)),
+    fp8_case("fp8-mixtral-delayed-moe", MIXTRAL, "delayed", "selective", 64, 2, ("core_attn", "moe")),
+    fp8_case("fp8-mixtral-delayed-store", MIXTRAL, "delayed", "none", 40, 2, fp8_store=True),
+    fp8_case("fp8-nonorm-delayed-none-pad", MOE_NONORM, "delayed", "none", 48, 2),
+    fp8_case("fp8-qwen2moe-delayed-none", QWEN2_MOE, "delayed", "none", 64, 2),
+    fp8_case("fp8-qwen2moe-tensorwise-none", QWEN2_MOE, "tensorwise", "none", 40, 2),
+    fp8_case("fp8-qwen2moe-tensorwise-layernorm-moe_act", QWEN2_MOE, "tensorwise", "selective", 64, 2,
+             ("layernorm", "moe_act")),
+    fp8_case("fp8-qwen2moe-tensorwise-layernorm-shared_experts", QWEN2_MOE, "tensorwise", "selective", 64, 2,
+             ("layernorm", "shared_experts")),
+    fp8_case("fp8-qwen2moe-delayed-shared_experts", QWEN2_MOE, "delayed", "selective", 64, 2, ("shared_experts",)),
+    fp8_case("fp8-qwen2moe-tensorwise-full", QWEN2_MOE, "tensorwise", "full", 40, 2),
+]
 CASES = [
     case("mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2),
     case("mixtral-local-selective", MIXTRAL, LOCAL, "selective", 64, 2),
@@ -90,7 +122,7 @@ CASES = [
     case("a2a-qwen2moe-te-moe_act-shared_experts", QWEN2_MOE, TE, "selective", 64, 2, ("moe_act", "shared_experts"),
          **A2A),
     case("a2a-qwen2moe-local-full", QWEN2_MOE, LOCAL, "full", 64, 2, **A2A),
-]
+] + FP8_CASES
 
 
 def self_check():
@@ -122,7 +154,48 @@ def self_check():
                for g0, g1 in zip(*grads))
     print("self-check: the alltoall dispatcher gives the allgather one's gradients" if same else
           "self-check: alltoall and allgather gradients differ")
-    return ok and same
+    fp8_ok = self_check_fp8()
+    return ok and same and fp8_ok
+
+
+def self_check_fp8():
+    """The fp8 emulation computes what the bf16 path does (fp32): Fp8Padding + GroupedLinearFp8Fn +
+    Fp8Unpadding equal GroupedLinearFn in output and gradients, with and without save_original; and
+    the fp8 layer under moe_act, layernorm, shared_experts (tensorwise) or moe (delayed) gives the
+    gradients of the plain fp8 layer (rows padded: 20 per expert -> 32)."""
+    ok = True
+    g = torch.Generator().manual_seed(0)
+    splits, padded = [5, 7, 3], [16, 16, 16]
+    x = torch.randn(15, 8, generator=g, requires_grad=True)
+    ws = [torch.randn(6, 8, generator=g, requires_grad=True) for _ in splits]
+    grad = torch.randn(15, 6, generator=g)
+    ref = mm.GroupedLinearFn.apply(x, splits, *ws)
+    want = torch.autograd.grad(ref, [x, *ws], grad)
+    for save_original in (False, True):
+        y = mm.Fp8UnpaddingFn.apply(
+            mm.GroupedLinearFp8Fn.apply(mm.Fp8PaddingFn.apply(x, splits, padded), padded, save_original, *ws),
+            splits, padded)
+        got = torch.autograd.grad(y, [x, *ws], grad)
+        if not torch.allclose(y, ref, atol=1e-6) or not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want)):
+            print(f"self-check: padded fp8 GroupedLinear (save_original {save_original}) differs from GroupedLinearFn")
+            ok = False
+    cfg = models.ModelConfig(**dict(QWEN2_MOE, layers=2, mlp_only_layers=()))
+    for recipe, modules in (("tensorwise", ("core_attn", "moe_act", "layernorm")),
+                            ("tensorwise", ("layernorm", "shared_experts")), ("delayed", ("moe",))):
+        grads = []
+        for rc, mods in (("none", ("core_attn",)), ("selective", modules)):
+            run = models.RunConfig("megatron", "flash", rc, "fp32", 20, 2)
+            m = mm.measure(cfg, run, tv.MegatronOpts(TE, fp8=recipe, modules=mods), backward=True)
+            grads.append([p.grad.clone() if p.grad is not None else None for p in m["model"].parameters()])
+        for g0, g1 in zip(*grads):
+            if (g0 is None) != (g1 is None) or (g0 is not None and not torch.allclose(g0, g1, rtol=1e-4, atol=1e-6)):
+                print(f"self-check: fp8 {recipe} {modules}: gradients differ from the plain fp8 layer's")
+                ok = False
+                break
+    if ok:
+        print("self-check: the fp8 grouped experts (padding, per-expert fp8 inputs, save_original) give the bf16 "
+              "path's values and gradients; moe_act, layernorm, shared_experts and moe under fp8 the plain ones")
+    return ok
 
 
 def main():

@@ -247,6 +247,18 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
         o.fp8 == Fp8Recipe::kTensorwise ? "; linear_proj keeps its bf16 input, the attention output (Megatron "
                                           "set_save_original_input for recipes other than delayed)"
                                         : ""));
+  if (o.fp8 != Fp8Recipe::kNone && m.is_moe())
+    notes.push_back(
+        "fp8 on MoE layers: TE GroupedLinear keeps each local expert's fc1 and fc2 input as its own columnwise fp8 "
+        "copy + fp32 scale_inv, on rows TEGroupedMLP pads per expert to a multiple of 16 (Fp8Padding; balanced "
+        "routing assumed: the rows k·s·b↑16); the router keeps its bf16 input; the shared experts are TE linears; "
+        "under moe_act fc2 keeps its original input, which the checkpoint frees (set_save_original_input); the fp8 "
+        "weight cache holds a copy per local expert (validation/EXPECTED.md \"megatron-te-fp8-moe-mla\")");
+  if (o.fp8 != Fp8Recipe::kNone && m.mla)
+    notes.push_back(
+        "fp8 on MLA: linear_q_down_proj and linear_kv_down_proj each keep their own fp8 copy of the input norm's "
+        "output, the up projections (LayerNormLinear) an fp8 ln_out; under recompute_modules layernorm the down "
+        "projections keep their original input instead, freed with the norm output (set_save_original_input)");
   if (recompute == Recompute::kSelective)
     notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective){}",
                                 recompute_modules_name(o.recompute_modules),
