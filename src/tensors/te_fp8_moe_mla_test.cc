@@ -110,6 +110,22 @@ TEST(TeFp8Moe, WeightCacheElementsAndCopies) {
   EXPECT_EQ(detail::te_fp8_weight_copies(ds, ds.layers[3], 8), 5 + 2 + 64);
 }
 
+TEST(TeFp8Moe, WeightCacheTermCountsCopiesPerExpert) {
+  // Mixtral at tp 1, ep 4 (dp 4): 2 local experts a layer, 32 layers: 2 · 32 · (41,943,040 +
+  // 2 · 176,160,768) weight bytes + 4 · 32 · 6 copies' scale_inv = 25,232,933,632 bytes.
+  Layout l;
+  l.seq_len = 4096;
+  l.parallel = {.dp = 4, .tp = 1, .pp = 1, .ep = 4};
+  l.zero_stage = 1;
+  const auto r = explain(te("mixtral-8x7b", Fp8Recipe::kDelayed).value(), l).value();
+  const Term* term = r.estimate.memory.find("fp8_weight_cache");
+  ASSERT_NE(term, nullptr);
+  EXPECT_EQ(term->bytes.count(), int64_t{2} * 32 * (41'943'040 + int64_t{2} * 176'160'768) + 4 * 32 * 6);
+  EXPECT_EQ(term->bytes.count(), 25'232'933'632);
+  EXPECT_EQ(term->formula, "2·Ψ_TE linears + 4·n_fp8 weight copies");
+  EXPECT_EQ(r.totals.fp8_weight_cache, 25'232'933'632);
+}
+
 TEST(TeFp8Mla, MlaUpProjDropsTheUpProjectionsFp8Inputs) {
   // DeepSeek-V3, T = 4096: mla_up_proj drops query, key, value and the q/kv norms fused into the
   // up projections (their rstd; in bf16 their outputs 2T·rq + 2T·rkv, under fp8 the up
