@@ -88,6 +88,11 @@ TEST(TeFp8Moe, MoeActUnderTensorwise) {
   auto delayed = te("mixtral-8x7b", Fp8Recipe::kDelayed, kRecomputeMoeAct);
   ASSERT_FALSE(delayed.has_value());
   EXPECT_EQ(delayed.error().field, "recompute_modules");
+  // ... for every model, dense ones included: the check runs at start-up, before any layer exists.
+  auto dense = te("llama-3-8b", Fp8Recipe::kDelayed, kRecomputeLayernorm);
+  ASSERT_FALSE(dense.has_value());
+  EXPECT_EQ(dense.error().field, "recompute_modules");
+  EXPECT_TRUE(te("llama-3-8b", Fp8Recipe::kTensorwise, kRecomputeLayernorm).has_value());
   EXPECT_FALSE(te("deepseek-v3", Fp8Recipe::kDelayed, kRecomputeLayernorm).has_value());
 }
 

@@ -41,10 +41,9 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
   }
   // transformer_config.py l.2000-2005: "Delayed scaling does not support moe_act and layernorm
   // recompute for fp8" (both rely on set_save_original_input, which TE refuses for Float8Quantizer).
-  // Enforced here for MoE and MLA models, whose modelled saves rely on it (te_fp8_input_tag); a
-  // dense model's layernorm recompute under delayed is accepted as before (its norms are fused into
-  // TE LayerNormLinear, so the rule changes nothing there).
-  if (o.fp8 == Fp8Recipe::kDelayed && (m.moe || m.mla) &&
+  // Megatron raises this for every model at start-up, so a dense model is refused too (its norms are
+  // fused into TE LayerNormLinear, but the job would not start).
+  if (o.fp8 == Fp8Recipe::kDelayed &&
       (o.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
     return Error{ErrorKind::kIncompatible, "recompute_modules",
                  "@recompute_modules moe_act and layernorm need a recipe other than delayed under fp8 (Megatron: "
