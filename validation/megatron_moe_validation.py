@@ -161,7 +161,23 @@ def self_check():
                for g0, g1 in zip(*grads))
     print("self-check: the alltoall dispatcher gives the allgather one's gradients" if same else
           "self-check: alltoall and allgather gradients differ")
-    return ok and same
+    # RouterGatingLinearFn with --moe-router-dtype: its backward against autograd's; the router
+    # options' layers run backward (sigmoid, bias gather, groups, seq / global aux loss, z-loss)
+    torch.manual_seed(0)
+    x, w = torch.randn(6, 2, 16, dtype=torch.float32), torch.randn(4, 16)
+    g = torch.randn(6, 2, 4, dtype=torch.float64)
+    got = mm._grads(lambda a, b: mm.RouterGatingLinearFn.apply(a, b, torch.float64), (x, w), g)
+    want = mm._grads(lambda a, b: (a.double() @ b.double().t()), (x, w), g)
+    router_ok = all(torch.allclose(u, v.to(u.dtype), rtol=1e-5, atol=1e-6) for u, v in zip(got, want))
+    run = models.RunConfig("megatron", "eager", "none", "fp32", 16, 2)
+    cfg8 = models.ModelConfig(**dict(MOE_E8, layers=2))
+    for r in (DEEPSEEK, R(lb="global_aux_loss", z_coeff=1e-3, dtype="fp64")):
+        m = mm.measure(cfg8, run, tv.MegatronOpts(LOCAL), backward=True, router=r)
+        router_ok &= all(p.grad is not None and bool(torch.isfinite(p.grad).all())
+                         for n, p in m["model"].named_parameters() if "router_w" in n)
+    print("self-check: the router dtype's gating backward matches autograd; router options run backward" if router_ok
+          else "self-check: router gating or router options' backward failed")
+    return ok and same and router_ok
 
 
 def main():
