@@ -55,6 +55,8 @@ nonzero --moe-aux-loss-coeff as every Megatron MoE recipe sets; Megatron's coeff
 would skip it): its fp32 softmax over all E, its topk indices and the int64 tokens_per_expert are kept.
 """
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -65,6 +67,58 @@ import models
 import te_validation as tv
 
 AUX_LOSS_COEFF = 1e-2
+
+
+@dataclasses.dataclass(frozen=True)
+class RouterOpts:
+    """TopKRouter's options (Megatron's flags; the defaults are what the cases above measure):
+    score function (router.py l.176, moe_utils.py l.896-931), expert bias (l.180-198, l.923-926),
+    group-limited top-k (moe_utils.py group_limited_topk l.690-728), top-k scaling factor (l.933-934),
+    load-balancing type and coefficient (router.py l.388-551), z-loss (l.642-709, z_loss_func
+    moe_utils.py l.153-182), router dtype (Router.gating l.105-111)."""
+    score: str = "softmax"  # --moe-router-score-function softmax | sigmoid
+    expert_bias: bool = False  # --moe-router-enable-expert-bias
+    num_groups: int = 0  # --moe-router-num-groups
+    group_topk: int = 0  # --moe-router-group-topk
+    scaling: float = 0.0  # --moe-router-topk-scaling-factor
+    lb: str = "aux_loss"  # --moe-router-load-balancing-type aux_loss | seq_aux_loss | global_aux_loss | none
+    aux_coeff: float = AUX_LOSS_COEFF  # --moe-aux-loss-coeff (0: no aux loss)
+    z_coeff: float = 0.0  # --moe-z-loss-coeff
+    dtype: str = ""  # --moe-router-dtype fp32 | fp64 ("": the input dtype)
+
+    def cli(self):
+        """The actmem flags for these options (none for the defaults)."""
+        out = []
+        if self.score != "softmax":
+            out += ["--moe-router-score-function", self.score]
+        if self.expert_bias:
+            out += ["--moe-router-enable-expert-bias"]
+        if self.group_topk:
+            out += ["--moe-router-num-groups", str(self.num_groups), "--moe-router-group-topk", str(self.group_topk)]
+        if self.scaling:
+            out += ["--moe-router-topk-scaling-factor", str(self.scaling)]
+        if self.lb != "aux_loss":
+            out += ["--moe-router-load-balancing-type", self.lb]
+        if self.aux_coeff != AUX_LOSS_COEFF:
+            out += ["--moe-aux-loss-coeff", str(self.aux_coeff)]
+        if self.z_coeff:
+            out += ["--moe-z-loss-coeff", str(self.z_coeff)]
+        if self.dtype:
+            out += ["--moe-router-dtype", self.dtype]
+        return out
+
+
+def group_limited_topk(scores, topk, num_groups, group_topk):
+    """moe_utils.py group_limited_topk l.690-728."""
+    num_tokens, num_experts = scores.shape
+    group_scores = scores.view(num_tokens, num_groups, -1).topk(topk // group_topk, dim=-1)[0].sum(dim=-1)
+    group_idx = torch.topk(group_scores, k=group_topk, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores)
+    group_mask.scatter_(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(num_tokens, num_groups, num_experts // num_groups).reshape(
+        num_tokens, -1)
+    masked_scores = scores.masked_fill(~score_mask.bool(), float('-inf'))
+    return torch.topk(masked_scores, k=topk, dim=-1)
 
 
 def _grads(fn, inputs, grad):
@@ -79,17 +133,20 @@ class RouterGatingLinearFn(torch.autograd.Function):
     logits in router_dtype = the input dtype (moe_router_dtype None)."""
 
     @staticmethod
-    def forward(ctx, inp, weight):
+    def forward(ctx, inp, weight, router_dtype=None):
         ctx.save_for_backward(inp, weight)
+        dt = router_dtype or inp.dtype  # --moe-router-dtype: logits in fp32 / fp64
         with torch.no_grad():
-            out = torch.mm(inp.view(-1, inp.shape[-1]), weight.t())
+            out = torch.mm(inp.view(-1, inp.shape[-1]).to(dt), weight.to(dt).t())
         return out.view(*inp.shape[:-1], -1)
 
     @staticmethod
     def backward(ctx, grad):
         inp, weight = ctx.saved_tensors
         g = grad.reshape(-1, grad.shape[-1])
-        return torch.mm(g, weight).view(inp.shape), torch.mm(g.t(), inp.reshape(-1, inp.shape[-1]))
+        gx = torch.mm(g, weight.to(g.dtype)).to(inp.dtype).view(inp.shape)
+        gw = torch.mm(g.t(), inp.reshape(-1, inp.shape[-1]).to(g.dtype)).to(weight.dtype)
+        return gx, gw, None
 
 
 class GroupedLinearFn(torch.autograd.Function):
@@ -260,8 +317,15 @@ class MegatronMoE(nn.Module):
     """MoELayer with TopKRouter, MoEAllGatherTokenDispatcher, TEGroupedMLP (SwiGLU experts) and an
     optional SharedExpertMLP (gated as Qwen2-MoE's with moe_shared_expert_gate)."""
 
-    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False, dispatcher="allgather"):
+    def __init__(self, cfg: models.ModelConfig, modules=(), fp8_store=False, dispatcher="allgather", router=None):
         super().__init__()
+        self.router = router or RouterOpts()
+        # router.py l.180-198: the expert bias, an fp32 buffer (no gradient); global_aux_loss's
+        # running tokens-per-expert and step count (l.203-221)
+        E = cfg.experts
+        self.register_buffer("expert_bias", torch.zeros(E) if self.router.expert_bias else None)
+        self.register_buffer("global_tokens_per_expert", torch.zeros(E) if self.router.lb == "global_aux_loss" else None)
+        self.ga_steps = 0
         self.fp8_store = fp8_store  # --activation-func-fp8-input-store
         self.fp8 = "none"  # TE fp8 recipe (TEMoELayer sets it); balanced routing then
         self.layernorm_recompute = False  # recompute_modules layernorm (TEMoELayer sets it)
@@ -282,26 +346,65 @@ class MegatronMoE(nn.Module):
 
     # router.py TopKRouter.forward / routing
     def route(self, x):
-        E, k = self.cfg.experts, self.topk
-        logits = RouterGatingLinearFn.apply(x, self.router_w).view(-1, E)
+        E, k, r = self.cfg.experts, self.topk, self.router
+        s, b = x.shape[:2]
+        router_dtype = {"": None, "fp32": torch.float32, "fp64": torch.float64}[r.dtype]
+        logits = RouterGatingLinearFn.apply(x, self.router_w, router_dtype).view(-1, E)
         if self.fp8 != "none":  # balanced routing (fp8 cases): a constant added, nothing saved
             logits = logits + balanced_routing_bias(logits.shape[0], E, k, logits.dtype)
-        if self.pre_softmax:
-            scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
-            probs, top_indices = torch.topk(scores, k=k, dim=1)
-        else:
-            scores, top_indices = torch.topk(logits, k=k, dim=1)
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        T = logits.shape[0]
+        if r.z_coeff and torch.is_grad_enabled():  # apply_z_loss l.655-679, z_loss_func l.169-181
+            z_loss = torch.mean(torch.square(torch.logsumexp(logits, dim=-1))) * r.z_coeff
+            logits = AuxLossAutoScaler.apply(logits, z_loss)
+
+        def compute_topk(scores):  # moe_utils.py _compute_topk l.849-884
+            if r.group_topk:
+                return group_limited_topk(scores, k, r.num_groups, r.group_topk)
+            return torch.topk(scores, k=k, dim=1)
+
+        if r.score == "softmax":  # l.900-914
+            if self.pre_softmax:
+                scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
+                probs, top_indices = compute_topk(scores)
+            else:
+                scores, top_indices = compute_topk(logits)
+                probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        else:  # sigmoid, l.915-929
+            scores = torch.sigmoid(logits.float())
+            if self.expert_bias is not None:
+                _, top_indices = compute_topk(scores + self.expert_bias.float())
+                scores = torch.gather(scores, dim=1, index=top_indices)
+            else:
+                scores, top_indices = compute_topk(scores)
+            probs = scores / (scores.sum(dim=-1, keepdim=True) + 1e-20) if k > 1 else scores
+        if r.scaling:  # l.933-934
+            probs = probs * r.scaling
         probs = probs.type_as(logits)
         routing_probs = torch.zeros_like(logits).scatter(1, top_indices, probs)
         routing_map = torch.zeros_like(logits).int().scatter(1, top_indices, 1).bool()
-        if torch.is_grad_enabled():  # router.py l.804: training and grad enabled (not in a checkpoint's forward)
-            aux_scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
+        # router.py l.804: training, grad enabled (not in a checkpoint's forward), a nonzero coefficient
+        if torch.is_grad_enabled() and r.lb != "none" and r.aux_coeff > 0:
+            # compute_routing_scores_for_aux_loss l.996-1008
+            if r.score == "softmax":
+                aux_scores = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            else:
+                aux_scores = torch.sigmoid(logits.float())
+                aux_scores = aux_scores / (aux_scores.sum(dim=-1, keepdim=True) + 1e-20)
             _, aux_top = torch.topk(aux_scores, k=k, dim=1)
             aux_map = torch.zeros_like(logits).int().scatter(1, aux_top, 1).bool()
-            tokens_per_expert = aux_map.sum(dim=0)
-            T = logits.shape[0]
-            aux_loss = torch.sum(aux_scores.sum(dim=0) * tokens_per_expert) * (E * AUX_LOSS_COEFF / (k * T * T))
+            c = r.aux_coeff
+            if r.lb == "aux_loss":  # _apply_aux_loss l.410-448
+                tokens_per_expert = aux_map.sum(dim=0)
+                aux_loss = torch.sum(aux_scores.sum(dim=0) * tokens_per_expert) * (E * c / (k * T * T))
+            elif r.lb == "seq_aux_loss":  # _apply_seq_aux_loss l.450-505: b folded into the expert dim
+                tokens_per_expert = aux_map.reshape(s, -1).sum(dim=0)
+                aux_loss = torch.sum(aux_scores.reshape(s, -1).sum(dim=0) * tokens_per_expert) * (
+                    E * c / (k * s * s)) / b
+            else:  # global_aux_loss, _apply_global_aux_loss l.507-551
+                self.global_tokens_per_expert += aux_map.sum(dim=0)
+                self.ga_steps += 1
+                averaged = self.global_tokens_per_expert / self.ga_steps
+                aux_loss = torch.sum(aux_scores.sum(dim=0) * averaged) * (E * c / (k * T * T))
             routing_probs = AuxLossAutoScaler.apply(routing_probs, aux_loss)
         return routing_probs, routing_map
 
@@ -430,7 +533,7 @@ def _dense_cfg(cfg):
     return models.ModelConfig(**{**cfg.__dict__, "ffn": cfg.dense_ffn or cfg.ffn})
 
 
-def build(cfg, run, opts, seed=0):
+def build(cfg, run, opts, seed=0, router=None):
     """te_validation.build with MoE layers: the local spec (LocalLayer: fused RMSNorm modules) or the
     TE spec (TELayer attention; pre_mlp_layernorm a TENorm of its own for a MoE layer,
     gpt_layer_specs.py), every layer cfg.is_moe_layer(i) holding a MegatronMoE."""
@@ -448,8 +551,8 @@ def build(cfg, run, opts, seed=0):
             dense = _dense_cfg(cfg)
             layers.append(tv.TELayer(dense, run, opts) if opts.impl == tv.TE else tv.LocalLayer(dense, run, opts))
         else:
-            layers.append(TEMoELayer(cfg, run, opts, modules) if opts.impl == tv.TE else
-                          LocalMoELayer(cfg, run, opts, modules))
+            layers.append(TEMoELayer(cfg, run, opts, modules, router) if opts.impl == tv.TE else
+                          LocalMoELayer(cfg, run, opts, modules, router))
     model.layers = nn.ModuleList(layers)
     return model.to(run.torch_dtype).train()
 
@@ -457,10 +560,10 @@ def build(cfg, run, opts, seed=0):
 class LocalMoELayer(tv.LocalLayer):
     """LocalLayer (local spec: fused RMSNorm pre_mlp_layernorm, recompute layernorm) with a MoE."""
 
-    def __init__(self, cfg, run, opts, modules):
+    def __init__(self, cfg, run, opts, modules, router=None):
         super().__init__(cfg, run, opts)
         del self.fc1, self.fc2
-        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher, router)
 
     def selective(self, module):  # transformer_layer.py l.538: mlp recompute skips MoE layers
         return module != "mlp" and super().selective(module)
@@ -473,10 +576,10 @@ class TEMoELayer(tv.TELayer):
     """TELayer's attention; pre_mlp_layernorm a TENorm (TE RMSNorm keeps x and rsigma), then the MoE;
     recompute layernorm frees the TENorm output after the MoE ran (transformer_layer.py l.1088)."""
 
-    def __init__(self, cfg, run, opts, modules):
+    def __init__(self, cfg, run, opts, modules, router=None):
         super().__init__(cfg, run, opts)
         del self.fc1_w, self.fc2_w
-        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher)
+        self.moe = MegatronMoE(cfg, modules, opts.act_fp8_store, opts.dispatcher, router)
         self.moe.fp8 = opts.fp8
         self.moe.layernorm_recompute = "layernorm" in modules
 
@@ -493,7 +596,8 @@ class TEMoELayer(tv.TELayer):
         return self.moe(ops.RMSNormFn.apply(h1, self.ln2_w, self.cfg.eps))
 
 
-def measure(cfg, run, opts, seed=0, backward=False):
+def measure(cfg, run, opts, seed=0, backward=False, router=None):
     """te_validation.measure (saved_tensors_hooks; a storage freed by CheckpointWithoutOutput counts
-    0) on the model built here."""
-    return tv.measure(cfg, run, opts, seed, backward, build_fn=build)
+    0) on the model built here; `router`: RouterOpts (None: the defaults)."""
+    return tv.measure(cfg, run, opts, seed, backward,
+                      build_fn=lambda c, r, o, sd: build(c, r, o, sd, router))

@@ -2,7 +2,9 @@
 """Megatron-core MoE layers measured (validation/megatron_moe_models.py: TopKRouter with the aux
 loss, allgather dispatcher, grouped SwiGLU experts, shared experts; EP = TP = 1), and
 `actmem estimate --framework megatron [--transformer-impl transformer_engine] [--recompute-modules
-...]` held to them within 1 % per layer (the middle one) and in total.
+...] [--moe-router-* ...]` held to them within 1 % per layer (the middle one) and in total. The router-*
+cases set TopKRouter's options (megatron_moe_models.RouterOpts: sigmoid scores, expert bias,
+group-limited top-k, scaling, load-balancing type / coefficient 0, z-loss, router dtype).
 
   /usr/bin/python3 validation/megatron_moe_validation.py --actmem build/actmem
   /usr/bin/python3 validation/megatron_moe_validation.py --measure-only [--filter X]
@@ -39,11 +41,20 @@ MOE_NONORM = dict(QWEN2_MOE, heads=5, kv_heads=5, head_dim=64, experts=5, top_k=
 TE, LOCAL = "transformer_engine", "local"
 
 
-def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False, dispatcher="allgather"):
+def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False, dispatcher="allgather",
+         router=None):
     attention = "flash" if impl == TE else "eager"
     opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store, dispatcher=dispatcher)
-    return dict(name=name, model=models.ModelConfig(**shape), opts=opts,
+    return dict(name=name, model=models.ModelConfig(**shape), opts=opts, router=router,
                 run=models.RunConfig("megatron", attention, rc, dtype, seq_len=s, micro_batch=b))
+
+
+# TopKRouter options (megatron_moe_models.RouterOpts): DeepSeek-style routing on 8 experts, top-4
+# (4 groups of 2, 2 groups kept: topk // group_topk = 2 per group)
+MOE_E8 = dict(MIXTRAL, experts=8, top_k=4, ffn=96)
+R = mm.RouterOpts
+DEEPSEEK = R(score="sigmoid", expert_bias=True, num_groups=4, group_topk=2, scaling=2.5, lb="seq_aux_loss",
+             aux_coeff=1e-4)
 
 
 A2A = dict(dispatcher="alltoall")  # --moe-token-dispatcher alltoall
@@ -53,7 +64,7 @@ def fp8_case(name, shape, recipe, rc, s, b, modules=("core_attn",), fp8_store=Fa
     """The TE spec under --fp8 delayed|tensorwise (megatron_moe_models.py experts_fp8: per-expert
     fp8 inputs of GroupedLinear, Fp8Padding; shared experts as TE linears; balanced routing)."""
     opts = tv.MegatronOpts(TE, fp8=recipe, modules=modules, act_fp8_store=fp8_store)
-    return dict(name=name, model=models.ModelConfig(**shape), opts=opts,
+    return dict(name=name, model=models.ModelConfig(**shape), opts=opts, router=None,
                 run=models.RunConfig("megatron", "flash", rc, "bf16", seq_len=s, micro_batch=b))
 
 
@@ -122,6 +133,34 @@ CASES = [
     case("a2a-qwen2moe-te-moe_act-shared_experts", QWEN2_MOE, TE, "selective", 64, 2, ("moe_act", "shared_experts"),
          **A2A),
     case("a2a-qwen2moe-local-full", QWEN2_MOE, LOCAL, "full", 64, 2, **A2A),
+    # --moe-router-score-function sigmoid, --moe-router-enable-expert-bias, --moe-router-num-groups /
+    # --moe-router-group-topk, --moe-router-topk-scaling-factor, --moe-router-load-balancing-type,
+    # --moe-aux-loss-coeff 0, --moe-z-loss-coeff, --moe-router-dtype
+    case("router-sigmoid-local-none", MOE_E8, LOCAL, "none", 64, 2, router=R(score="sigmoid")),
+    case("router-sigmoid-bias-local-none", MOE_E8, LOCAL, "none", 64, 2, router=R(score="sigmoid", expert_bias=True)),
+    case("router-sigmoid-groups-local-none", MOE_E8, LOCAL, "none", 64, 2,
+         router=R(score="sigmoid", num_groups=4, group_topk=2)),
+    case("router-softmax-groups-local-none", MOE_E8, LOCAL, "none", 64, 2, router=R(num_groups=4, group_topk=2)),
+    case("router-deepseek-local-none", MOE_E8, LOCAL, "none", 64, 2, router=DEEPSEEK),
+    case("router-deepseek-te-selective", MOE_E8, TE, "selective", 64, 2, router=DEEPSEEK),
+    case("router-deepseek-local-none-fp32", MOE_E8, LOCAL, "none", 40, 2, dtype="fp32", router=DEEPSEEK),
+    case("router-deepseek-a2a-local-none", MOE_E8, LOCAL, "none", 64, 2, router=DEEPSEEK, **A2A),
+    case("router-deepseek-k2-local-none", dict(MOE_E8, top_k=2), LOCAL, "none", 64, 2,
+         router=R(score="sigmoid", expert_bias=True, num_groups=4, group_topk=2)),
+    case("router-lb-none-local-none", MIXTRAL, LOCAL, "none", 64, 2, router=R(lb="none")),
+    case("router-aux-coeff0-te-none", MIXTRAL, TE, "none", 64, 2, router=R(aux_coeff=0.0)),
+    case("router-seq-aux-local-none", MIXTRAL, LOCAL, "none", 64, 3, router=R(lb="seq_aux_loss")),
+    case("router-global-aux-local-none", MIXTRAL, LOCAL, "none", 64, 2, router=R(lb="global_aux_loss")),
+    case("router-global-aux-local-none-fp32", MIXTRAL, LOCAL, "none", 40, 2, dtype="fp32",
+         router=R(lb="global_aux_loss")),
+    case("router-zloss-local-none", MIXTRAL, LOCAL, "none", 64, 2, router=R(z_coeff=1e-3)),
+    case("router-zloss-nonorm-local-none", MOE_NONORM, LOCAL, "none", 48, 2, router=R(z_coeff=1e-3)),
+    case("router-fp32-local-none", MIXTRAL, LOCAL, "none", 64, 2, router=R(dtype="fp32")),
+    case("router-fp64-local-none", MIXTRAL, LOCAL, "none", 64, 2, router=R(dtype="fp64")),
+    case("router-fp32-a2a-qwen2moe-te-none", QWEN2_MOE, TE, "none", 64, 2, router=R(dtype="fp32"), **A2A),
+    case("router-fp64-nonorm-zloss-local-none", MOE_NONORM, LOCAL, "none", 48, 2, router=R(dtype="fp64", z_coeff=1e-3)),
+    case("router-deepseek-fp32-local-moe_act", MOE_E8, LOCAL, "selective", 64, 2, ("moe_act",),
+         router=R(**{**DEEPSEEK.__dict__, "dtype": "fp32"})),
 ] + FP8_CASES
 
 
@@ -154,8 +193,24 @@ def self_check():
                for g0, g1 in zip(*grads))
     print("self-check: the alltoall dispatcher gives the allgather one's gradients" if same else
           "self-check: alltoall and allgather gradients differ")
+    # RouterGatingLinearFn with --moe-router-dtype: its backward against autograd's; the router
+    # options' layers run backward (sigmoid, bias gather, groups, seq / global aux loss, z-loss)
+    torch.manual_seed(0)
+    x, w = torch.randn(6, 2, 16, dtype=torch.float32), torch.randn(4, 16)
+    g = torch.randn(6, 2, 4, dtype=torch.float64)
+    got = mm._grads(lambda a, b: mm.RouterGatingLinearFn.apply(a, b, torch.float64), (x, w), g)
+    want = mm._grads(lambda a, b: (a.double() @ b.double().t()), (x, w), g)
+    router_ok = all(torch.allclose(u, v.to(u.dtype), rtol=1e-5, atol=1e-6) for u, v in zip(got, want))
+    run = models.RunConfig("megatron", "eager", "none", "fp32", 16, 2)
+    cfg8 = models.ModelConfig(**dict(MOE_E8, layers=2))
+    for r in (DEEPSEEK, R(lb="global_aux_loss", z_coeff=1e-3, dtype="fp64")):
+        m = mm.measure(cfg8, run, tv.MegatronOpts(LOCAL), backward=True, router=r)
+        router_ok &= all(p.grad is not None and bool(torch.isfinite(p.grad).all())
+                         for n, p in m["model"].named_parameters() if "router_w" in n)
+    print("self-check: the router dtype's gating backward matches autograd; router options run backward" if router_ok
+          else "self-check: router gating or router options' backward failed")
     fp8_ok = self_check_fp8()
-    return ok and same and fp8_ok
+    return ok and same and router_ok and fp8_ok
 
 
 def self_check_fp8():
@@ -213,14 +268,14 @@ def main():
     print(f"{'case':<{width}}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
     with tempfile.TemporaryDirectory() as workdir:
         for c in cases:
-            m = mm.measure(c["model"], c["run"], c["opts"])
+            m = mm.measure(c["model"], c["run"], c["opts"], router=c["router"])
             if args.measure_only:
                 print(f"{c['name']:<{width}}{m['layer']:>11}{'':>11}{'':>7}{m['total']:>12}")
                 for region, shape, dt, nbytes in m["storages"]:
                     if region in (m["middle"], "shared"):
                         print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
                 continue
-            extra = tv.cli_extra(c["opts"], c["run"].recompute)
+            extra = tv.cli_extra(c["opts"], c["run"].recompute) + (c["router"].cli() if c["router"] else [])
             a, error = run_validation.call_actmem(args.actmem, c["name"], c["model"], c["run"], workdir, extra=extra)
             if error:
                 print(f"{c['name']}: {error}")

@@ -271,6 +271,12 @@ constexpr ArgRule kRules[] = {
     {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
     {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
     {"moe-layer-recompute", Use::kRead}, {"moe-token-dispatcher-type", Use::kRead},
+    // TopKRouter (policies/megatron_options.h MoeRouterOptions).
+    {"moe-router-score-function", Use::kRead}, {"moe-router-enable-expert-bias", Use::kRead},
+    {"moe-router-num-groups", Use::kRead}, {"moe-router-group-topk", Use::kRead},
+    {"moe-router-topk-scaling-factor", Use::kRead}, {"moe-router-load-balancing-type", Use::kRead},
+    {"moe-aux-loss-coeff", Use::kRead}, {"moe-z-loss-coeff", Use::kRead}, {"moe-router-dtype", Use::kRead},
+    {"moe-router-bias-update-rate", Use::kNoEffect},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -549,6 +555,30 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
     set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
   }
+  // TopKRouter: each read only when given (unset: the model's routing, an aux loss on).
+  for (const char* flag : {"moe-router-score-function", "moe-router-load-balancing-type", "moe-router-dtype"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.text(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  for (const char* flag : {"moe-router-num-groups", "moe-router-group-topk"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.count(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  for (const char* flag : {"moe-router-topk-scaling-factor", "moe-aux-loss-coeff", "moe-z-loss-coeff"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.real(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  if (in.has("moe-router-enable-expert-bias"))
+    set("moe_router_enable_expert_bias", true, in.where("moe-router-enable-expert-bias"));
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
   std::string modules;  // nargs='*': one value per module

@@ -65,6 +65,9 @@ constexpr Key kMoeIntermediateSize{{"moe_intermediate_size"}};
 constexpr Key kNormTopkProb{{"norm_topk_prob"}};
 constexpr Key kSharedExpertSize{{"shared_expert_intermediate_size"}};
 constexpr Key kNumSharedExperts{{"n_shared_experts"}};
+constexpr Key kNGroup{{"n_group"}};
+constexpr Key kTopkGroup{{"topk_group"}};
+constexpr Key kRoutedScalingFactor{{"routed_scaling_factor"}};
 constexpr Key kFirstDenseLayers{{"first_k_dense_replace"}};
 constexpr Key kMoeLayerFreq{{"moe_layer_freq"}};
 constexpr Key kDecoderSparseStep{{"decoder_sparse_step"}};
@@ -401,6 +404,18 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
     if (!shared) return shared.error();
     moe.shared_ffn = checked_mul(*shared, moe.expert_ffn);
     moe.router_bias = true;  // e_score_correction_bias, a parameter in the checkpoint
+    // DeepseekV3TopkRouter: sigmoid scores, group-limited top-k (configuration_deepseek_v3.py
+    // defaults n_group 8, topk_group 4, routed_scaling_factor 2.5); read for Megatron's TopKRouter.
+    moe.sigmoid_scores = true;
+    auto groups = r.int_or(kNGroup, 8, 1, moe.num_experts);
+    if (!groups) return groups.error();
+    auto group_topk = r.int_or(kTopkGroup, 4, 1, *groups);
+    if (!group_topk) return group_topk.error();
+    auto scaling = r.double_or(kRoutedScalingFactor, 2.5, 0.0, 1e6);
+    if (!scaling) return scaling.error();
+    moe.router_groups = *groups;
+    moe.router_group_topk = *group_topk;
+    moe.routed_scaling_factor = *scaling;
   }
   return std::optional<MoeSpec>{moe};
 }

@@ -54,6 +54,12 @@ struct MoeSpec {
   bool router_bias = false;         // DeepSeek-V3: e_score_correction_bias (E values) per MoE layer
   double capacity_factor = 0.0;     // 0 = dropless (HF, Megatron default); else tokens per expert cap
   bool normalize_topk = true;       // norm_topk_prob: top-k weights divided by their sum (Mixtral: always)
+  // DeepSeek-V3's router (scoring_func, n_group, topk_group, routed_scaling_factor): what Megatron's
+  // TopKRouter defaults to for the model (policies/megatron_options.h MoeRouterOptions).
+  bool sigmoid_scores = false;
+  int64_t router_groups = 0;       // n_group (0: no group-limited routing)
+  int64_t router_group_topk = 0;   // topk_group
+  double routed_scaling_factor = 0;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3).

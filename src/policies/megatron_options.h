@@ -5,6 +5,9 @@
 //   --activation-func-fp8-input-store             the SwiGLU input kept in float8_e4m3fn
 //   --recompute-modules core_attn,layernorm,mlp   what --recompute-granularity selective reruns
 //   --moe-token-dispatcher-type allgather|alltoall  the MoE token dispatcher (op_graph.cc mcore_moe)
+//   --moe-router-score-function, --moe-router-enable-expert-bias, --moe-router-num-groups,
+//   --moe-router-group-topk, --moe-router-topk-scaling-factor, --moe-router-load-balancing-type,
+//   --moe-aux-loss-coeff, --moe-z-loss-coeff, --moe-router-dtype   TopKRouter (MoeRouterOptions)
 // Rules: src/tensors/te_rules.h; sources and lines: validation/EXPECTED.md, "megatron-te".
 #pragma once
 
@@ -44,6 +47,49 @@ inline constexpr NameTable<MoeDispatcher, 2> kMoeDispatcherNames{
     "moe_token_dispatcher",
     {{{MoeDispatcher::kAllgather, "allgather"}, {MoeDispatcher::kAlltoall, "alltoall"}}}};
 
+/// TopKRouter's score function (moe_utils.py topk_routing_with_score_function l.900-931): kModel
+/// takes it from the model (sigmoid for DeepSeek-V3, scoring_func "sigmoid"; softmax otherwise).
+enum class MoeScoreFunction { kModel, kSoftmax, kSigmoid };
+inline constexpr NameTable<MoeScoreFunction, 2> kMoeScoreFunctionNames{
+    "MoE router score function",
+    "moe_router_score_function",
+    {{{MoeScoreFunction::kSoftmax, "softmax"}, {MoeScoreFunction::kSigmoid, "sigmoid"}}}};
+/// --moe-router-load-balancing-type (router.py l.388-551): which aux loss; kModel: seq_aux_loss for
+/// DeepSeek-V3 (seq_aux true; Megatron's DeepSeek-V3 recipe), aux_loss otherwise. sinkhorn is not modeled.
+enum class MoeLoadBalancing { kModel, kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss, kNone };
+inline constexpr NameTable<MoeLoadBalancing, 4> kMoeLoadBalancingNames{
+    "MoE load-balancing type",
+    "moe_router_load_balancing_type",
+    {{{MoeLoadBalancing::kAuxLoss, "aux_loss"},
+      {MoeLoadBalancing::kSeqAuxLoss, "seq_aux_loss"},
+      {MoeLoadBalancing::kGlobalAuxLoss, "global_aux_loss"},
+      {MoeLoadBalancing::kNone, "none"}}}};
+/// --moe-router-dtype (Router.gating l.105-111): the logits, hence the routing probs, in fp32 / fp64.
+enum class MoeRouterDtype { kInput, kFp32, kFp64 };
+inline constexpr NameTable<MoeRouterDtype, 2> kMoeRouterDtypeNames{
+    "MoE router dtype", "moe_router_dtype", {{{MoeRouterDtype::kFp32, "fp32"}, {MoeRouterDtype::kFp64, "fp64"}}}};
+
+/// TopKRouter's options (Megatron-LM @d98e8a64ddf3 moe/router.py, moe_utils.py). A negative or kModel
+/// value means "from the model" (MoeSpec: DeepSeek-V3's sigmoid scores, expert bias, n_group /
+/// topk_group, routed_scaling_factor). What each keeps: op_graph.cc mcore_router, EXPECTED.md
+/// "megatron-moe-router".
+struct MoeRouterOptions {
+  MoeScoreFunction score = MoeScoreFunction::kModel;  // --moe-router-score-function
+  int expert_bias = -1;                               // --moe-router-enable-expert-bias (1 on, 0 off)
+  int64_t num_groups = -1;                            // --moe-router-num-groups (0: no groups)
+  int64_t group_topk = -1;                            // --moe-router-group-topk
+  double topk_scaling_factor = -1;                    // --moe-router-topk-scaling-factor: saves nothing
+  MoeLoadBalancing load_balancing = MoeLoadBalancing::kModel;  // --moe-router-load-balancing-type
+  double aux_loss_coeff = -1;  // --moe-aux-loss-coeff; unset: a nonzero one (every recipe's); 0: no aux loss
+  double z_loss_coeff = 0;     // --moe-z-loss-coeff (0: Megatron's None, no z-loss)
+  MoeRouterDtype dtype = MoeRouterDtype::kInput;  // --moe-router-dtype
+  bool is_default() const {
+    return score == MoeScoreFunction::kModel && expert_bias < 0 && num_groups < 0 && group_topk < 0 &&
+           topk_scaling_factor < 0 && load_balancing == MoeLoadBalancing::kModel && aux_loss_coeff < 0 &&
+           z_loss_coeff == 0 && dtype == MoeRouterDtype::kInput;
+  }
+};
+
 /// TransformerConfig.recompute_modules (transformer_config.py l.560-582), as bits.
 enum RecomputeModule : unsigned {
   kRecomputeCoreAttn = 1u << 0,
@@ -65,6 +111,7 @@ struct MegatronOptions {
   bool fp8_act_input_store = false;              // --activation-func-fp8-input-store
   unsigned recompute_modules = kRecomputeCoreAttn;  // Megatron's default ["core_attn"] (l.1940)
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;  // --moe-token-dispatcher-type
+  MoeRouterOptions router;                               // TopKRouter (read by mcore_moe)
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
            recompute_modules == kRecomputeCoreAttn;  // the dispatcher is not part of it (mcore_moe reads it)

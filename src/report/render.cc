@@ -165,6 +165,19 @@ nlohmann::json report_json(const Report& r) {
   }
   if (w.framework == Framework::kMegatron && w.megatron.dispatcher != MoeDispatcher::kAllgather)
     j["inputs"]["moe_token_dispatcher"] = kMoeDispatcherNames.name(w.megatron.dispatcher);
+  if (w.framework == Framework::kMegatron && !w.megatron.router.is_default()) {
+    const MoeRouterOptions& ro = w.megatron.router;  // the router options given (unset: the model's)
+    if (ro.score != MoeScoreFunction::kModel) j["inputs"]["moe_router_score_function"] = kMoeScoreFunctionNames.name(ro.score);
+    if (ro.expert_bias >= 0) j["inputs"]["moe_router_enable_expert_bias"] = ro.expert_bias > 0;
+    if (ro.num_groups >= 0) j["inputs"]["moe_router_num_groups"] = ro.num_groups;
+    if (ro.group_topk >= 0) j["inputs"]["moe_router_group_topk"] = ro.group_topk;
+    if (ro.topk_scaling_factor >= 0) j["inputs"]["moe_router_topk_scaling_factor"] = ro.topk_scaling_factor;
+    if (ro.load_balancing != MoeLoadBalancing::kModel)
+      j["inputs"]["moe_router_load_balancing_type"] = kMoeLoadBalancingNames.name(ro.load_balancing);
+    if (ro.aux_loss_coeff >= 0) j["inputs"]["moe_aux_loss_coeff"] = ro.aux_loss_coeff;
+    if (ro.z_loss_coeff > 0) j["inputs"]["moe_z_loss_coeff"] = ro.z_loss_coeff;
+    if (ro.dtype != MoeRouterDtype::kInput) j["inputs"]["moe_router_dtype"] = kMoeRouterDtypeNames.name(ro.dtype);
+  }
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");

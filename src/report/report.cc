@@ -13,6 +13,7 @@
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 #include "policies/packed_docs.h"  // --packed-docs: its notes
+#include "tensors/mcore_router.h"  // the Megatron router note
 #include "tensors/te_rules.h"  // megatron_notes
 
 namespace actmem::detail {
@@ -297,13 +298,23 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                           "(with ep > 1, its E/ep experts get their share of the ep ranks' micro-batches: EP is "
                           "carved out of data parallelism)");
     if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
-    if (w.framework == Framework::kMegatron)
+    if (w.framework == Framework::kMegatron) {
+      const detail::McoreRouter router = detail::resolve_mcore_router(*model.moe, w.megatron.router, w.dtype);
+      const bool plain = !router.sigmoid && !router.expert_bias && router.groups == 0 && router.scaling == 0 &&
+                         router.load_balancing == MoeLoadBalancing::kAuxLoss && !router.z_loss &&
+                         router.dtype == MoeRouterDtype::kInput;
+      const std::string topk = plain ? "TopKRouter with the aux loss on"
+                                     : fmt::format("TopKRouter ({}{})", detail::describe_mcore_router(router),
+                                                   router.from_model ? "; from the model's config, as Megatron's "
+                                                                       "DeepSeek-V3 recipe sets it"
+                                                                     : "");
       notes.push_back(w.megatron.dispatcher == MoeDispatcher::kAlltoall
-                          ? "Megatron MoE: TopKRouter with the aux loss on, alltoall token dispatcher (its permute "
+                          ? "Megatron MoE: " + topk + ", alltoall token dispatcher (its permute "
                             "keeps the int64 argsort of the whole E·s·b routing map), unfused permute, grouped "
                             "SwiGLU experts (validation/megatron_moe_validation.py)"
-                          : "Megatron MoE: TopKRouter with the aux loss on, allgather token dispatcher, unfused "
+                          : "Megatron MoE: " + topk + ", allgather token dispatcher, unfused "
                             "permute, grouped SwiGLU experts (validation/megatron_moe_validation.py)");
+    }
   }
   if (par.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",

@@ -16,6 +16,7 @@
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 #include "policies/finetune.h"      // LoRA targets
 #include "tensors/te_rules.h"         // Megatron TE spec, fp8, --recompute-modules
+#include "tensors/mcore_router.h"      // Megatron TopKRouter options (mcore_moe)
 
 namespace actmem::detail {
 
@@ -875,36 +876,80 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
   // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
   g.save(x);
-  g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), c.e, "in the input dtype (moe_router_dtype None)");
-  // topk_routing_with_score_function (moe_utils.py l.896-916), softmax score function:
-  if (spec.normalize_topk) {
-    // scores, top_indices = topk(logits); probs = softmax(scores, dtype=float32)
-    g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
-                 "kept by topk; scatter(1, top_indices, probs) keeps the same storage"));
-    g.save(g.add("moe.topk_probs", grp, "softmax", cat(tokens, {top_k}), DType::kFP32,
-                 "softmax(top-k logits, dtype=float32) keeps its output"));
-  } else {
-    // --moe-router-pre-softmax (no renormalization): softmax(logits, float32) over E, then topk
+  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
+  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
+  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
+                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
+                                                             : "in --moe-router-dtype");
+  if (r.z_loss) {
+    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
+    // the logits and its result, square keeps the result.
+    g.save(logits);
+    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
+  }
+  if (r.sigmoid)  // moe_utils.py l.917: sigmoid(logits.float()) keeps its output
+    g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), DType::kFP32,
+                 "sigmoid(logits.float()), kept by its backward (and by gather with the expert bias)"));
+  else if (!spec.normalize_topk)  // --moe-router-pre-softmax (no renormalization): softmax over E, then topk
     g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
                  "pre-softmax over all experts (fp32), kept by its backward"));
-    g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
-                 "kept by topk; scatter keeps the same storage"));
+  if (r.groups > 0) {
+    // group_limited_topk (moe_utils.py l.711-726): a top-(k/gk) per group, the top-gk groups, and
+    // masked_fill keeping the mask of the experts outside the kept groups.
+    g.save(g.add("moe.group_topk_index", grp, "group top-k",
+                 Shape{c.s_rep, c.b, Dim::lit("G", r.groups), Dim::lit("k/gk", spec.experts_per_token / r.group_topk)},
+                 DType::kINT64, "scores.view(T, G, E/G).topk(k / group_topk), kept by its topk"));
+    g.save(g.add("moe.group_index", grp, "group top-k", cat(tokens, {Dim::lit("gk", r.group_topk)}), DType::kINT64,
+                 "topk(group_scores, group_topk), kept by its topk"));
+    g.save(g.add("moe.group_mask", grp, "masked_fill", cat(tokens, {experts}), DType::kBool,
+                 "~score_mask, kept by masked_fill"));
   }
-  // The aux loss (router.py l.804-828, compute_routing_scores_for_aux_loss l.996-1004,
-  // switch_load_balancing_loss_func l.146-149): softmax(logits, float32) over E, its topk, and
-  // probs.sum(0) * tokens_per_expert keeping the int64 tokens_per_expert.
-  g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
-               "fp32 softmax over all experts for the load-balancing loss"));
-  g.save(g.add("moe.aux_topk_index", grp, "aux loss", cat(tokens, {top_k}), DType::kINT64, "kept by its topk"));
-  g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
-               "routing_map.sum(0), kept by the multiply with the summed probs"));
+  // topk_routing_with_score_function (moe_utils.py l.896-931):
+  g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
+               !r.sigmoid && !spec.normalize_topk ? "kept by topk; scatter keeps the same storage"
+                                                  : "kept by topk; scatter(1, top_indices, probs) keeps the same storage"));
+  if (r.sigmoid) {
+    if (spec.experts_per_token > 1) {  // probs = scores / (scores.sum(-1, keepdim) + 1e-20)
+      g.save(g.add("moe.topk_scores", grp, "top-k", cat(tokens, {top_k}), DType::kFP32,
+                   r.expert_bias ? "gather(scores, top_indices), kept by the division"
+                                 : "topk(scores), kept by the division"));
+      g.save(g.add("moe.topk_score_sums", grp, "div", tokens, DType::kFP32, "sum + 1e-20, kept by the division"));
+    }
+  } else if (spec.normalize_topk) {
+    // scores, top_indices = topk(logits); probs = softmax(scores, dtype=float32)
+    g.save(g.add("moe.topk_probs", grp, "softmax", cat(tokens, {top_k}), DType::kFP32,
+                 "softmax(top-k logits, dtype=float32) keeps its output"));
+  }
+  if (r.load_balancing != MoeLoadBalancing::kNone) {
+    // The aux loss (router.py l.804-832, compute_routing_scores_for_aux_loss l.996-1008,
+    // switch_load_balancing_loss_func l.146-149): the scores over all E, their topk, and
+    // probs.sum(0) * tokens_per_expert keeping tokens_per_expert.
+    if (r.sigmoid) {
+      g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
+                   "sigmoid(logits.float()) for the load-balancing loss, kept by sigmoid and the division"));
+      g.save(g.add("moe.aux_score_sums", grp, "aux loss", tokens, DType::kFP32, "sum + 1e-20, kept by the division"));
+    } else {
+      g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
+                   "fp32 softmax over all experts for the load-balancing loss"));
+    }
+    g.save(g.add("moe.aux_topk_index", grp, "aux loss", cat(tokens, {top_k}), DType::kINT64, "kept by its topk"));
+    if (r.load_balancing == MoeLoadBalancing::kSeqAuxLoss)  // l.470-479: b folded into the expert dim
+      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", Shape{c.b, experts}, DType::kINT64,
+                   "routing_map.reshape(s, -1).sum(0), kept by the multiply"));
+    else if (r.load_balancing == MoeLoadBalancing::kGlobalAuxLoss)  // l.529-531: the running buffer / steps
+      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, c.e,
+                   "global_tokens_per_expert / ga_steps (a buffer in the params dtype), kept by the multiply"));
+    else
+      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
+                   "routing_map.sum(0), kept by the multiply with the summed probs"));
+  }
   // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
   // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
   // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
   // (Megatron requires SP with TP for MoE training, moe_layer.py l.636).
   const bool alltoall = c.workload.megatron.dispatcher == MoeDispatcher::kAlltoall;
   if (!alltoall) {
-    g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), c.e,
+    g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), pd,
                  "local_probs.T.contiguous(), kept by masked_select"));
     g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
                  "local_map.T.contiguous(), the mask kept by masked_select"));
@@ -921,7 +966,11 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   // permute (moe_utils.py l.470-494): tokens.index_select(0, sorted_indices) keeps the indices;
   // unpermute's scatter_add_ (l.617-619) keeps the same storage.
   const Shape dispatched{Dim::of(Sym::kMoeRows)};
-  g.save(g.add("moe.sorted_indices", grp, "permute", dispatched, DType::kINT64,
+  // alltoall: permute runs on this rank's own tokens (k·s·b/t under SP) before the all-to-all and
+  // dispatch_postprocess's TP all-gather (token_dispatcher.py l.741-751) bring the experts k·s·b rows;
+  // its sorted indices are k·(s/t)·b (not measured at TP > 1: the reference runs EP = TP = 1).
+  const bool local_permute = alltoall && spec.capacity_factor <= 0.0;
+  g.save(g.add("moe.sorted_indices", grp, "permute", local_permute ? Shape{top_k, c.s_rep, c.b} : dispatched, DType::kINT64,
                "flat_sorted % T, kept by index_select and by unpermute's scatter_add_"));
   // Under TE fp8 TEGroupedMLP pads each expert's rows, and the probs alike, to a multiple of 16
   // (experts.py l.896-904, Fp8Padding: a new tensor, saving nothing; Fp8Unpadding after fc2):
@@ -934,7 +983,7 @@ int mcore_moe(Builder& g, const Context& c, int x) {
   // the probs), linear_fc2.
   const auto fe = cat(rows, {Dim::of(Sym::kExpertFfn)});
   int act = -1;
-  const int probs = g.add("moe.permuted_probs", grp, "masked_select", rows, c.e,
+  const int probs = g.add("moe.permuted_probs", grp, "masked_select", rows, pd,
                           "the routing probs in expert order, kept by the weighted activation");
   g.save(probs);
   if (c.model.gated_mlp) {

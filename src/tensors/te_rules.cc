@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "tensors/mcore_router.h"  // check_mcore_router
 #include "util/bytes.h"            // checked_mul, checked_add
 
 namespace actmem::detail {
 
 Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
   const MegatronOptions& o = w.megatron;
+  if (auto v = check_mcore_router(m, w); !v) return v.error();
   if (w.framework != Framework::kMegatron) {
     if (o.impl != TransformerImpl::kLocal)
       return Error{ErrorKind::kIncompatible, "transformer_impl",

@@ -11,7 +11,7 @@ struct DTypeRow {
   int bits;
 };
 // One name table; aliases below map torch spellings onto these.
-constexpr std::array<DTypeRow, 9> kDTypes{{
+constexpr std::array<DTypeRow, 10> kDTypes{{
     {DType::kFP32, "fp32", 32},
     {DType::kBF16, "bf16", 16},
     {DType::kFP16, "fp16", 16},
@@ -21,6 +21,7 @@ constexpr std::array<DTypeRow, 9> kDTypes{{
     {DType::kINT64, "int64", 64},
     {DType::kBool, "bool", 8},
     {DType::kINT32, "int32", 32},  // index tensors (grouped_mm offsets)
+    {DType::kFP64, "fp64", 64},    // Megatron --moe-router-dtype fp64 (router logits and probs)
 }};
 struct Alias {
   std::string_view alias;

@@ -11,7 +11,7 @@
 
 namespace actmem {
 
-enum class DType { kFP32, kBF16, kFP16, kFP8, kINT8, kINT4, kINT64, kBool, kINT32 };
+enum class DType { kFP32, kBF16, kFP16, kFP8, kINT8, kINT4, kINT64, kBool, kINT32, kFP64 };
 
 /// Size of one element in bits (int4 is 4): weight sizes of packed types need bits.
 int dtype_bits(DType t);

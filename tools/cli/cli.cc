@@ -36,6 +36,11 @@ struct TrainingFlags {
   bool activation_func_fp8_input_store = false;
   std::string recompute_modules;  // empty = core_attn
   std::string moe_token_dispatcher;  // empty = allgather
+  // Megatron TopKRouter (empty / unset = the model's): policies/megatron_options.h MoeRouterOptions
+  std::string moe_router_score_function, moe_router_load_balancing_type, moe_router_dtype;
+  bool moe_router_enable_expert_bias = false;
+  std::optional<int64_t> moe_router_num_groups, moe_router_group_topk;
+  std::optional<double> moe_router_topk_scaling_factor, moe_aux_loss_coeff, moe_z_loss_coeff;
   std::string attention = "flash";
   std::string recompute = "none";
   int64_t recompute_layers = -1;
@@ -96,6 +101,19 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
                   "moe_act, moe, shared_experts, mla_up_proj");
   cmd->add_option("--moe-token-dispatcher", f.moe_token_dispatcher,
                   "with --framework megatron: allgather (default) or alltoall");
+  cmd->add_option("--moe-router-score-function", f.moe_router_score_function,
+                  "with --framework megatron: softmax or sigmoid (default: the model's)");
+  cmd->add_flag("--moe-router-enable-expert-bias", f.moe_router_enable_expert_bias,
+                "with --framework megatron: the router's expert bias");
+  cmd->add_option("--moe-router-num-groups", f.moe_router_num_groups, "with --framework megatron: expert groups");
+  cmd->add_option("--moe-router-group-topk", f.moe_router_group_topk, "with --framework megatron: groups kept");
+  cmd->add_option("--moe-router-topk-scaling-factor", f.moe_router_topk_scaling_factor,
+                  "with --framework megatron: top-k prob scaling (saves nothing)");
+  cmd->add_option("--moe-router-load-balancing-type", f.moe_router_load_balancing_type,
+                  "with --framework megatron: aux_loss, seq_aux_loss, global_aux_loss or none");
+  cmd->add_option("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "with --framework megatron: 0 skips the aux loss");
+  cmd->add_option("--moe-z-loss-coeff", f.moe_z_loss_coeff, "with --framework megatron: router z-loss");
+  cmd->add_option("--moe-router-dtype", f.moe_router_dtype, "with --framework megatron: fp32 or fp64");
   cmd->add_option("--attention", f.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--recompute", f.recompute, "none, selective or full")->capture_default_str();
   cmd->add_option("--recompute-layers", f.recompute_layers, "with --recompute full: recompute only N layers per stage");
@@ -208,6 +226,18 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
     named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
   if (!f.moe_token_dispatcher.empty()) named.emplace_back("moe_token_dispatcher", f.moe_token_dispatcher);
+  if (!f.moe_router_score_function.empty())
+    named.emplace_back("moe_router_score_function", f.moe_router_score_function);
+  if (f.moe_router_enable_expert_bias) named.emplace_back("moe_router_enable_expert_bias", true);
+  if (f.moe_router_num_groups) named.emplace_back("moe_router_num_groups", *f.moe_router_num_groups);
+  if (f.moe_router_group_topk) named.emplace_back("moe_router_group_topk", *f.moe_router_group_topk);
+  if (f.moe_router_topk_scaling_factor)
+    named.emplace_back("moe_router_topk_scaling_factor", *f.moe_router_topk_scaling_factor);
+  if (!f.moe_router_load_balancing_type.empty())
+    named.emplace_back("moe_router_load_balancing_type", f.moe_router_load_balancing_type);
+  if (f.moe_aux_loss_coeff) named.emplace_back("moe_aux_loss_coeff", *f.moe_aux_loss_coeff);
+  if (f.moe_z_loss_coeff) named.emplace_back("moe_z_loss_coeff", *f.moe_z_loss_coeff);
+  if (!f.moe_router_dtype.empty()) named.emplace_back("moe_router_dtype", f.moe_router_dtype);
   if (f.lora_dropout) named.emplace_back("lora_dropout", *f.lora_dropout);
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
   if (!f.head.empty()) named.emplace_back("head", f.head);
