@@ -355,6 +355,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   set(Sym::kSeqTp, seq_local);
   set(Sym::kSeqKey, l.seq_len);
   set(Sym::kSeqShifted, seq_local - 1);
+  set(Sym::kRngWords, 2 * par.cp);
   set(Sym::kBatch, l.micro_batch);
   set(Sym::kHidden, m.hidden);
   set(Sym::kQHeads, m.num_heads / t);

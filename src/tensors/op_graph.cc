@@ -480,7 +480,11 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     g.save_core(out);
     g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
                       DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
-    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::lit("2", 2)}, DType::kINT64,
+    // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
+    // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
+    // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
+    // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
+    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
                       "rng_state (seed, offset), present even without dropout"));
     return out;
   }
@@ -1544,6 +1548,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
   if (p.cp > 1) rows += " (s/cp)";
   set(Sym::kMoeRows, rows);
   set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");
+  set(Sym::kRngWords, p.cp > 1 ? "2·cp" : "2");
   return x;
 }
 

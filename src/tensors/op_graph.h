@@ -36,6 +36,8 @@ enum class Sym : int8_t {
   kSharedFfn,  // fs/t
   kMoeRows,    // token rows one GPU's experts process: k·s·b (any ep), or the padded capacity
   kSeqShifted, // rows of a loss over shifted labels (transformers ≤ 4.45): s/cp − 1
+  kRngWords,   // int64 words of TE FusedAttention's rng_state: 2, and 2·cp under context parallelism
+               // (AttnFuncWithCPAndKVP2P keeps one [2] rng_state per ring step)
   kCount,
 };
 constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);

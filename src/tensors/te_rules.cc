@@ -177,9 +177,8 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
     notes.push_back(fmt::format(
         "context parallelism: TE AttnFuncWithCPAndKVP2P (context_parallel.py l.2087-2142) keeps q, the last "
         "received k|v ring buffer (k's and v's bytes in one storage, in place of this rank's own), the output and "
-        "fp32 softmax_lse (b, a/t, s/cp): the bytes counted; and one 16-byte rng_state per ring step, {} bytes "
-        "more per layer than counted",
-        16 * (cp - 1)));
+        "fp32 softmax_lse (b, a/t, s/cp), and one 16-byte rng_state per ring step (l.2139): {} bytes per layer",
+        16 * cp));
   else
     notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
                     "transformer_engine)");
