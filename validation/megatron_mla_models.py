@@ -355,15 +355,29 @@ class MegatronMLARankLayer(MegatronMLALayer):
         kv_c = ops.RMSNormFn.apply(kv_c, self.kv_norm_w, cfg.eps)
         s, b = k_pe.shape[:2]
         self.cos_sin = mla_cos_sin(s, cfg.qk_rope_dim, x.dtype)
-        q = col(q_c, self.q_up if cfg.q_lora_rank else self.q_proj)
-        kv = col(kv_c, self.kv_up)
-        cos, sin = self.cos_sin
-        q = FusedMLARoPEQFn.apply(q.view(s, b, cfg.heads, -1), cos, sin, cfg.qk_nope_dim)
-        k, v = FusedMLARoPEKVFn.apply(kv.view(s, b, cfg.heads, -1), k_pe, cos, sin, cfg.qk_nope_dim)
+
+        def up_proj_and_rope(q_c, kv_c, k_pe):  # qkv_up_proj_and_rope_apply on the rank
+            q = col(q_c, self.q_up if cfg.q_lora_rank else self.q_proj)
+            kv = col(kv_c, self.kv_up)
+            cos, sin = self.cos_sin
+            q = FusedMLARoPEQFn.apply(q.view(s, b, cfg.heads, -1), cos, sin, cfg.qk_nope_dim)
+            k, v = FusedMLARoPEKVFn.apply(kv.view(s, b, cfg.heads, -1), k_pe, cos, sin, cfg.qk_nope_dim)
+            return q, k, v
+
+        ckpt = None
+        if self.selective("mla_up_proj"):
+            # recompute_up_proj (l.983-988): the checkpoint saves q_compressed, kv_compressed and
+            # k_pos_emb, under SP a view of the gathered kv_combined: that whole storage is kept
+            ckpt = CheckpointWithoutOutput()
+            q, k, v = ckpt.checkpoint(up_proj_and_rope, q_c, kv_c, k_pe)
+        else:
+            q, k, v = up_proj_and_rope(q_c, kv_c, k_pe)
         if self.selective("core_attn"):
             context = checkpoint(self._core, q, k, v, use_reentrant=True)
         else:
             context = self._core(q, k, v)
+        if ckpt is not None:
+            ckpt.discard_output_and_register_recompute(context)
         out = pm.row_linear(context, self.proj.weight, par)
         x = x + ops.dropout(out, run.hidden_dropout)
         y = ops.RMSNormFn.apply(x, self.norm2_w, cfg.eps)

@@ -53,9 +53,9 @@ def measure(cfg, run, opts, backward=False):
 DSV3_TP = dict(DSV3_DENSE, heads=4, kv_heads=4)
 
 
-def measure_rank(cfg, run, par):
+def measure_rank(cfg, run, par, modules=("core_attn",)):
     """measure.measure of one tensor/sequence-parallel rank (parallel_models.py) whose layers are
-    MegatronMLARankLayer."""
+    MegatronMLARankLayer (recompute_modules `modules` under run.recompute selective)."""
     import measure
     import parallel_models
     from megatron_mla_models import MegatronMLARankLayer
@@ -65,9 +65,15 @@ def measure_rank(cfg, run, par):
     def mla_rank(c, r, p, seed=0):
         torch.manual_seed(seed)
         model = parallel_models.MegatronRankModel(c, r, p)
-        model.layers = nn.ModuleList(MegatronMLARankLayer(c, r, p) for _ in range(c.layers))
+        model.layers = nn.ModuleList(MegatronMLARankLayer(c, r, p, modules) for _ in range(c.layers))
         return model.to(r.torch_dtype).train()
 
+    if "mla_up_proj" in modules and run.recompute == "selective":
+        # CheckpointWithoutOutput frees query, key, value (resize_(0)) and their addresses are
+        # reused: te_validation.measure reads each storage's bytes after the forward (a freed one
+        # counts 0) and retires freed entries; measure.measure does not
+        m = te.measure(cfg, run, None, par=par, build_fn=lambda c, r, o, seed: mla_rank(c, r, par, seed))
+        return m
     parallel_models.build = mla_rank
     try:
         return measure.measure(cfg, run, par=par)
@@ -123,6 +129,14 @@ CASES = [
     ("tp2-local-flash-coreattn-bf16", DSV3_TP, "flash", "bf16", 40, 2, "selective", opts(), 0.0, (2, False)),
     ("tp4-sp-local-eager-none-bf16", DSV3_TP, "eager", "bf16", 40, 2, "none", opts(), 0.0, (4, True)),
     ("tp2-sp-local-flash-none-fp32", DSV3_TP, "flash", "fp32", 40, 2, "none", opts(), 0.0, (2, True)),
+    # mla_up_proj on a rank: under SP the checkpoint's k_pos_emb input is a view of the gathered
+    # [s, b, rkv+dr] kv_combined, which it keeps (without SP the norm keeps that storage anyway)
+    ("tp2-local-eager-mlaup-bf16", DSV3_TP, "eager", "bf16", 40, 2, "selective", opts("local", "mla_up_proj"), 0.0,
+     (2, False)),
+    ("tp4-sp-local-eager-mlaup-bf16", DSV3_TP, "eager", "bf16", 40, 2, "selective", opts("local", "mla_up_proj"), 0.0,
+     (4, True)),
+    ("tp2-sp-local-flash-coreattn-mlaup-fp32", DSV3_TP, "flash", "fp32", 40, 2, "selective",
+     opts("local", "core_attn", "mla_up_proj"), 0.0, (2, True)),
     ("te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", opts(TE)),
     ("te-flash-none-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "none", opts(TE)),
     ("te-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE)),
@@ -160,9 +174,12 @@ def main():
                 import parallel_models
 
                 par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1])
-                r = measure_rank(cfg, run, par)
-                m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
-                     "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
+                r = measure_rank(cfg, run, par, mopts.modules)
+                if isinstance(r, dict):  # te_validation.measure's result (mla_up_proj)
+                    m = r
+                else:
+                    m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
+                         "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
             else:
                 m = measure(cfg, run, mopts)
             if args.measure_only:

@@ -111,6 +111,14 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
         const detail::Variant v{gqa, tp};
         p->variants[v.index()] = detail::build_graphs(model, workload, v);
       }
+    // Megatron MLA keeps other tensors under sequence parallelism (op_graph.cc latent_attention):
+    // the SP variants (tp > 1 only) are built for it alone.
+    p->sp_variants = model.mla.has_value() && workload.framework == Framework::kMegatron;
+    if (p->sp_variants)
+      for (bool gqa : {false, true}) {
+        const detail::Variant v{gqa, true, true};
+        p->variants[v.index()] = detail::build_graphs(model, workload, v);
+      }
     const auto& kinds = p->variants[0].kinds;
     p->num_kinds = kinds.size();
     p->kind_prefix.assign((p->kind_of.size() + 1) * p->num_kinds, 0);
@@ -384,6 +392,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   b.variant.gqa_repeat = !m.mla && m.num_kv_heads < m.num_heads &&
                          b.values[static_cast<std::size_t>(Sym::kKvHeads)] < b.values[static_cast<std::size_t>(Sym::kQHeads)];
   b.variant.tensor_parallel = t > 1;
+  b.variant.sequence_parallel = p.sp_variants && par.sp && t > 1;
   b.graphs = &p.variants[b.variant.index()];
   b.split = PipelineSplit::of(m.num_layers, par);
   b.chunk_layers = b.split.largest_chunk();

@@ -659,14 +659,39 @@ int latent_attention(Builder& g, const Context& c, int x) {
     linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   }
   // q is split into nope/rope parts and re-concatenated: the projection output is not kept itself.
-  int ckv = linear(g, c, x, cat(rows, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
+  const Dim rkv = Dim::lit("rkv", mla.kv_lora_rank);
+  const Dim dr = Dim::lit("dr", mla.qk_rope_head_dim);
+  // Under sequence parallelism (multi_latent_attention.py get_query_key_value_tensors l.746-764):
+  //  - local spec: linear_kv_down_proj is a ColumnParallelLinear (gpt_layer_specs.py l.424) whose
+  //    [s, b, (rkv+dr)/t] output is gathered along the last dim (gather_from_tensor_model_parallel_region,
+  //    a new [s, b, rkv+dr]); kv_compressed, a strided view of it, is scattered to s/t by
+  //    scatter_to_sequence_parallel_region (mappings.py l.60-81, input_[a:b].contiguous(): a copy
+  //    [s/t, b, rkv]) that kv_layernorm keeps; k_pos_emb stays a view of the gathered storage, which
+  //    only the mla_up_proj checkpoint keeps (its k_pos_emb input);
+  //  - TE spec: linear_kv_down_proj is a duplicated TELinear (l.125): kv_combined [s/t, b, rkv+dr],
+  //    the norm reads a view of it; k_pos_emb = gather_from_sequence_parallel_region(k_pos_emb) is a
+  //    new [s, b, dr], kept only by the mla_up_proj checkpoint.
+  // Measured: validation/megatron_mla_validation.py, the tp-sp cases.
+  const bool sp = megatron && c.variant.sequence_parallel;
+  const bool sp_local = sp && !c.te;
+  int ckv = linear(g, c, x, cat(Shape{sp_local ? c.s_tp : c.s_rep, c.b}, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
                    "attn.kv_a_proj_with_mqa", grp);
-  // Local spec under SP: kv_compressed, a strided view of the gathered kv_combined, is sliced to
-  // s/t by a .contiguous() copy [s/t, b, rkv] that the norm keeps instead: s/t·b·dr·e less than
-  // counted here (not modeled: the graph does not know SP; measured within 1 %, tp-sp cases).
-  g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  int kv_in = ckv;
+  if (sp_local) {
+    g.at(ckv).note = "kv_combined gathered along (rkv+dr): k_pos_emb is a view of it, kept by the mla_up_proj checkpoint";
+    g.at(ckv).mcore_tag |= kTagMlaUpInput;
+    kv_in = g.add("attn.kv_compressed", grp, "scatter_to_sequence_parallel_region", {c.s_rep, c.b, rkv}, c.e,
+                  "this rank's s/t rows of kv_compressed, a contiguous copy");
+  } else {
+    g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  }
+  if (sp && c.te) {
+    int kpe = g.add("attn.k_pos_emb", grp, "gather_from_sequence_parallel_region", {c.s_tp, c.b, dr}, c.e,
+                    "the rope key gathered to the whole sequence, kept by the mla_up_proj checkpoint");
+    g.at(kpe).mcore_tag |= kTagMlaUpInput;
+  }
   g.mcore_tag |= up_norm_tag;
-  int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
+  int kvn = norm(g, c, kv_in, rows, rkv, "attn.kv_a_norm", Group::kNorms);
   g.mcore_tag &= static_cast<uint16_t>(~up_norm_tag);
   int kvb = linear(g, c, kvn,
                    {c.s_tp, c.b, c.q_heads, Dim::lit("(dn+dv)", mla.qk_nope_head_dim + mla.v_head_dim)},

@@ -168,7 +168,10 @@ struct GraphSet {
 struct Variant {
   bool gqa_repeat = false;
   bool tensor_parallel = false;
-  std::size_t index() const { return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0); }
+  // Sequence parallelism (with tp > 1), built only for Megatron MLA (engine.cc prepare): its
+  // down projections' gathers and scatters keep other tensors under SP (latent_attention).
+  bool sequence_parallel = false;
+  std::size_t index() const { return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0) + (sequence_parallel ? 4 : 0); }
 };
 
 /// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of

@@ -112,6 +112,9 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
       // nothing; its inputs q_compressed, kv_compressed, k_pos_emb are kept), and after core
       // attention saved query, key, value, discard_output_and_register_recompute frees them.
       if (st.mcore_tag & (kTagMlaUpOut | kTagMlaUpNorm)) keep = false;
+      // Under SP its k_pos_emb input is the sequence-gathered rope key (TE spec) or a view of the
+      // gathered kv_combined (local spec): kept by the checkpoint only (op_graph.cc latent_attention).
+      if (st.mcore_tag & kTagMlaUpInput) keep = true;
     }
     st.selective_rule = keep ? 1 : 0;
   }
