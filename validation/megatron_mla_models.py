@@ -383,3 +383,22 @@ class MegatronMLARankLayer(MegatronMLALayer):
         y = ops.RMSNormFn.apply(x, self.norm2_w, cfg.eps)
         y = pm.row_linear(ops.SwiGLUFn.apply(col(y, self.fc1)), self.fc2.weight, par)
         return x + ops.dropout(y, run.hidden_dropout)
+
+
+class MegatronMLACPLayer(MegatronMLALayer):
+    """MegatronMLALayer (TE spec) on one context-parallel rank of `cp` (tp 1), in
+    parallel_models.MegatronRankModel: the layer sees s/cp tokens; the fused MLA RoPE takes
+    cp_rank/cp_size for its positions (multi_latent_attention.py l.884-904; saves cos/sin only);
+    TE DotProductAttention runs AttnFuncWithCPAndKVP2P (te_validation.CPAttnP2PFn, which keeps q,
+    the last received k|v ring buffer with v at its own head dim (TE context_parallel.py l.1689
+    o_shape = q.shape[:-1] + v.shape[-1:], l.1690), out [s/cp, b, n, dv], softmax_lse and cp
+    rng_states). Megatron's local DotProductAttention refuses CP (dot_product_attention.py l.58)."""
+
+    def __init__(self, cfg, run, modules=("core_attn",), cp=2):
+        super().__init__(cfg, run, "transformer_engine", modules)
+        self.cp = cp
+
+    def _core(self, q, k, v):
+        import te_validation as te
+
+        return te.te_dot_product_attention(q, k, v, self.cp)

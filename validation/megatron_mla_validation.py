@@ -81,6 +81,21 @@ def measure_rank(cfg, run, par, modules=("core_attn",)):
         parallel_models.build = build_rank
 
 
+def measure_cp_rank(cfg, run, par, opts):
+    """te_validation.measure of one context-parallel rank (tp 1; parallel_models.MegatronRankModel,
+    s/cp tokens) whose layers are MegatronMLACPLayer (TE spec)."""
+    import parallel_models
+    from megatron_mla_models import MegatronMLACPLayer
+
+    def build_cp(c, r, o, seed=0):
+        torch.manual_seed(seed)
+        model = parallel_models.MegatronRankModel(c, r, par)
+        model.layers = nn.ModuleList(MegatronMLACPLayer(c, r, o.modules, par.cp) for _ in range(c.layers))
+        return model.to(r.torch_dtype).train()
+
+    return te.measure(cfg, run, opts, par=par, build_fn=build_cp)
+
+
 def self_check():
     """Gradients with recompute_modules mla_up_proj (+ core_attn, mlp) equal the plain layer's
     (fp32), local eager and TE flash: the checkpoint, the freed-and-restored q/k/v storages and
@@ -98,8 +113,18 @@ def self_check():
                 print(f"self-check: {impl} {attention}: gradients with mla_up_proj differ from the plain layer's")
                 ok = False
                 break
+    # the CP ring attention with MLA's head dims (v's 8 != q/k's 12) against plain attention
+    q, k, v = (torch.randn(4, 2, 3, d, requires_grad=True) for d in (12, 12, 8))
+    got = torch.autograd.grad(te.CPAttnP2PFn.apply(q, k, v, 2).square().sum(), (q, k, v))
+    p = (1, 2, 0, 3)
+    o, _ = te._attention_math(q.permute(p), torch.cat([k, k]).permute(p), torch.cat([v, v]).permute(p), causal=False)
+    ref = torch.autograd.grad(o.permute(2, 0, 1, 3).square().sum(), (q, k, v))
+    if not all(torch.allclose(a, r, rtol=1e-4, atol=1e-5) for a, r in zip(got, ref)):
+        print("self-check: CPAttnP2PFn with dv != dqk: gradients differ")
+        ok = False
     if ok:
-        print("self-check: local and TE MLA layers with recompute_modules mla_up_proj give the plain gradients")
+        print("self-check: local and TE MLA layers with recompute_modules mla_up_proj give the plain gradients; "
+              "so does the CP ring attention with dv != dqk")
     return ok
 
 
@@ -137,6 +162,11 @@ CASES = [
      (4, True)),
     ("tp2-sp-local-flash-coreattn-mlaup-fp32", DSV3_TP, "flash", "fp32", 40, 2, "selective",
      opts("local", "core_attn", "mla_up_proj"), 0.0, (2, True)),
+    # one context-parallel rank of the TE spec (tp 1, cp 2): AttnFuncWithCPAndKVP2P; MegatronMLACPLayer
+    ("te-cp2-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 40, 2, "none", opts(TE), 0.0, (1, False, 2)),
+    ("te-cp2-flash-mlaup-fp32", DSV3_DENSE, "flash", "fp32", 48, 2, "selective", opts(TE, "mla_up_proj"), 0.0,
+     (1, False, 2)),
+    ("te-cp2-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 40, 3, "selective", opts(TE), 0.0, (1, False, 2)),
     ("te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", opts(TE)),
     ("te-flash-none-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "none", opts(TE)),
     ("te-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE)),
@@ -173,8 +203,10 @@ def main():
             if len(rest) > 1:
                 import parallel_models
 
-                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1])
-                r = measure_rank(cfg, run, par, mopts.modules)
+                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1],
+                                                     cp=rest[1][2] if len(rest[1]) > 2 else 1)
+                r = (measure_cp_rank(cfg, run, par, mopts) if par.cp > 1
+                     else measure_rank(cfg, run, par, mopts.modules))
                 if isinstance(r, dict):  # te_validation.measure's result (mla_up_proj)
                     m = r
                 else:

@@ -113,12 +113,17 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
       }
     // Megatron MLA keeps other tensors under sequence parallelism (op_graph.cc latent_attention):
     // the SP variants (tp > 1 only) are built for it alone.
+    // Under the TE spec also the CP variants (its ring buffer outlives what mla_up_proj frees).
     p->sp_variants = model.mla.has_value() && workload.framework == Framework::kMegatron;
-    if (p->sp_variants)
-      for (bool gqa : {false, true}) {
-        const detail::Variant v{gqa, true, true};
-        p->variants[v.index()] = detail::build_graphs(model, workload, v);
-      }
+    p->cp_variants = p->sp_variants && workload.megatron.impl == TransformerImpl::kTransformerEngine;
+    for (bool gqa : {false, true})
+      for (bool tp : {false, true})
+        for (bool sp : {false, true})
+          for (bool cp : {false, true}) {
+            if ((!sp && !cp) || (sp && !(p->sp_variants && tp)) || (cp && !p->cp_variants)) continue;
+            const detail::Variant v{gqa, tp, sp, cp};
+            p->variants[v.index()] = detail::build_graphs(model, workload, v);
+          }
     const auto& kinds = p->variants[0].kinds;
     p->num_kinds = kinds.size();
     p->kind_prefix.assign((p->kind_of.size() + 1) * p->num_kinds, 0);
@@ -393,6 +398,7 @@ Binding bind(const Prepared& p, const Layout& l) {
                          b.values[static_cast<std::size_t>(Sym::kKvHeads)] < b.values[static_cast<std::size_t>(Sym::kQHeads)];
   b.variant.tensor_parallel = t > 1;
   b.variant.sequence_parallel = p.sp_variants && par.sp && t > 1;
+  b.variant.context_parallel = p.cp_variants && par.cp > 1;
   b.graphs = &p.variants[b.variant.index()];
   b.split = PipelineSplit::of(m.num_layers, par);
   b.chunk_layers = b.split.largest_chunk();

@@ -5,7 +5,7 @@
 //   q/kv layernorm, l.855-981 qkv_up_proj_and_rope_apply, l.983-988 and l.455-458 the mla_up_proj
 //   CheckpointWithoutOutput), megatron/core/fusions/fused_mla_yarn_rope_apply.py (the fused RoPE
 //   saves cos/sin only; key and value are new tensors), gpt_layer_specs.py (local and TE MLA specs).
-// Measured by validation/megatron_mla_validation.py (27 cases, exact).
+// Measured by validation/megatron_mla_validation.py (30 cases, exact).
 // DeepSeek-V3 attention: h 7168, a 128, q_lora_rank 1536, kv_lora_rank 512, nope 128 + rope 64 =
 // dqk 192, dv 128; dense MLP f 18432; 2 layers; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
 #include <gtest/gtest.h>
@@ -163,6 +163,25 @@ TEST(MegatronMla, SequenceParallelMlaUpProjKeepsTheGatheredRopeKey) {
   const ParallelLayout tp8{.tp = 8};
   EXPECT_EQ(totals(megatron(with({}, kRecomputeMlaUpProj)), Recompute::kSelective, tp8).per_layer,
             totals(megatron({}), Recompute::kNone, tp8).per_layer - 16'384 * kT);
+}
+
+TEST(MegatronMla, TeContextParallelRingBufferOutlivesMlaUpProj) {
+  // TE spec, cp 2: each rank runs s/cp = 2048 tokens; AttnFuncWithCPAndKVP2P (TE
+  // context_parallel.py l.1690, l.2087-2142) keeps q, the last received k|v ring buffer (the bytes
+  // of key and value, 2·128·(192+128) = 81,920 per token, in a storage of its own), out [.., dv],
+  // softmax_lse and one rng_state per ring step (16·cp).
+  const ParallelLayout cp{.cp = 2};
+  EXPECT_EQ(totals(megatron(kTe), Recompute::kNone, cp).per_layer, kLocalPerToken * (kT / 2) + 32);
+  // mla_up_proj frees query, key and value, but the ring buffer holding key's and value's bytes
+  // stays: only query's 2·128·192 = 49,152 per token go (131,072 without CP), with the fused
+  // norms' ln_out and rsigma (4,096 + 8).
+  EXPECT_EQ(totals(megatron(with(kTe, kRecomputeMlaUpProj)), Recompute::kSelective, cp).per_layer,
+            (kLocalPerToken - 49'152 - 4'096 - 8) * (kT / 2) + 32);
+  // core_attn: the checkpoint keeps query, key, value (its inputs: key's and value's bytes, as the
+  // ring buffer's it replaces); softmax_lse (4·128 per token) and the rng_states go; linear_proj
+  // keeps out.
+  EXPECT_EQ(totals(megatron(kTe), Recompute::kSelective, cp).per_layer,
+            (kLocalPerToken - 4 * 128) * (kT / 2));
 }
 
 TEST(MegatronMla, MlaUpProjNeedsMla) {

@@ -475,7 +475,18 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
       v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
                       {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
                       "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
-    for (int id : {q, k, v_saved}) g.save_core(id);
+    if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
+      // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
+      // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
+      // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
+      // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
+      g.save_core(q);
+      g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
+                        {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
+                        "the last received k|v ring buffer (k's and v's bytes in one storage)"));
+    } else {
+      for (int id : {q, k, v_saved}) g.save_core(id);
+    }
     int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
     g.save_core(out);
     g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},

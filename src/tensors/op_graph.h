@@ -171,7 +171,13 @@ struct Variant {
   // Sequence parallelism (with tp > 1), built only for Megatron MLA (engine.cc prepare): its
   // down projections' gathers and scatters keep other tensors under SP (latent_attention).
   bool sequence_parallel = false;
-  std::size_t index() const { return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0) + (sequence_parallel ? 4 : 0); }
+  // Context parallelism (cp > 1), built only for Megatron MLA under the TE spec: TE's
+  // AttnFuncWithCPAndKVP2P keeps a k|v ring buffer of its own, which outlives the k and v that
+  // recompute_modules mla_up_proj frees (core_attention).
+  bool context_parallel = false;
+  std::size_t index() const {
+    return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0) + (sequence_parallel ? 4 : 0) + (context_parallel ? 8 : 0);
+  }
 };
 
 /// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of
