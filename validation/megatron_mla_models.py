@@ -402,3 +402,58 @@ class MegatronMLACPLayer(MegatronMLALayer):
         import te_validation as te
 
         return te.te_dot_product_attention(q, k, v, self.cp)
+
+
+def mla_rope_freqs(seq_len, rope_dim, theta=10000.0):
+    """The unfused path's rotary_pos_emb (YarnRotaryEmbedding.forward with mscale 1): fp32
+    (s, 1, 1, dr), computed per call, needing no gradient."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float32) / rope_dim))
+    freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+
+
+def apply_rotary_pos_emb_bshd(t, freqs, mscale=1.0):
+    """rope_utils.py _apply_rotary_pos_emb_bshd with mla_rotary_interleaved=True (MLA's call,
+    multi_latent_attention.py l.943-962): the interleaved rope dims gathered by a cat (a copy, saves
+    nothing), cos_/sin_ computed per call in t's dtype (l.143-144) and kept by the multiplies,
+    _rotate_half (chunk, cat: nothing), a final cat (nothing)."""
+    rot_dim = freqs.shape[-1]
+    t, t_pass = t[..., :rot_dim], t[..., rot_dim:]
+    t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
+    cos_ = (torch.cos(freqs) * mscale).to(t.dtype)
+    sin_ = (torch.sin(freqs) * mscale).to(t.dtype)
+    t = (t * cos_) + (ops._rotate_half(t) * sin_)
+    return torch.cat((t, t_pass), dim=-1)
+
+
+class MegatronMLAUnfusedRopeLayer(MegatronMLALayer):
+    """MegatronMLALayer with apply_rope_fusion False (`--no-rope-fusion`): qkv_up_proj_and_rope_apply's
+    else branch (multi_latent_attention.py l.920-981): q split into q_no_pe and q_pos_emb, kv into
+    k_no_pe and value (views), RoPE on q_pos_emb and k_pos_emb [s, b, 1, dr] by
+    apply_rotary_pos_emb_bshd (each call keeps its own cos_ and sin_ (s, 1, 1, dr) in the activation
+    dtype), query = cat(q_no_pe, q_pos_emb), key = cat(k_no_pe, k_pos_emb expanded to n heads),
+    then query.contiguous() / key.contiguous() (already) and value.contiguous() (a copy of the
+    strided split view): query, key, value the same bytes as the fused path's."""
+
+    def _up_proj_and_rope(self, q_c, kv_c, k_pe):
+        cfg = self.cfg
+        s, b = k_pe.shape[:2]
+        a, dn, dr, dv = cfg.heads, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
+        if cfg.q_lora_rank:
+            q = self._norm_linear(q_c, self.q_norm_w, self.q_up) if self.impl != "local" else self.q_up(q_c)
+        elif self.impl == "local":
+            q = self.q_proj(q_c)
+        else:
+            q = self._norm_linear(q_c, self.q_norm_w, self.q_proj)
+        kv = self.kv_up(kv_c) if self.impl == "local" else self._norm_linear(kv_c, self.kv_norm_w, self.kv_up)
+        q = q.view(s, b, a, dn + dr)
+        kv = kv.view(s, b, a, dn + dv)
+        k_pos_emb = torch.unsqueeze(k_pe, -2)
+        q_no_pe, q_pos_emb = torch.split(q, [dn, dr], dim=-1)
+        k_no_pe, value = torch.split(kv, [dn, dv], dim=-1)
+        freqs = mla_rope_freqs(s, dr)[0:s]
+        q_pos_emb = apply_rotary_pos_emb_bshd(q_pos_emb, freqs)
+        k_pos_emb = apply_rotary_pos_emb_bshd(k_pos_emb, freqs)
+        query = torch.cat([q_no_pe, q_pos_emb], dim=-1)
+        key = torch.cat([k_no_pe, k_pos_emb.expand(-1, -1, a, -1)], dim=-1)
+        return query.contiguous(), key.contiguous(), value.contiguous()

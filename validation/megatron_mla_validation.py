@@ -18,6 +18,7 @@ freed by CheckpointWithoutOutput counts 0).
     /usr/bin/python3 validation/megatron_mla_validation.py --self-check
 """
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 import run_validation  # noqa: E402
 import te_validation as te  # noqa: E402
-from megatron_mla_models import MegatronMLALayer  # noqa: E402
+from megatron_mla_models import MegatronMLALayer, MegatronMLAUnfusedRopeLayer  # noqa: E402
 
 TE = "transformer_engine"
 # run_validation.DSV3's attention (q_lora_rank 96, kv_lora_rank 72, nope 32 + rope 16 = 48 != v 40),
@@ -38,10 +39,16 @@ DSV3_DENSE = dict(run_validation.DSV3, first_dense=3)
 DSV3_NOLORA_DENSE = dict(run_validation.DSV3_NOLORA, layers=3, first_dense=3)
 
 
+@dataclasses.dataclass(frozen=True)
+class MLAOpts(te.MegatronOpts):
+    rope_fusion: bool = True  # False: --no-rope-fusion (MegatronMLAUnfusedRopeLayer)
+
+
 def build(cfg, run, opts, seed=0):
     torch.manual_seed(seed)
     model = models.MegatronModel(cfg, run)
-    model.layers = nn.ModuleList(MegatronMLALayer(cfg, run, opts.impl, opts.modules) for _ in range(cfg.layers))
+    layer = MegatronMLALayer if getattr(opts, "rope_fusion", True) else MegatronMLAUnfusedRopeLayer
+    model.layers = nn.ModuleList(layer(cfg, run, opts.impl, opts.modules) for _ in range(cfg.layers))
     return model.to(run.torch_dtype).train()
 
 
@@ -102,10 +109,11 @@ def self_check():
     the fused-RoPE Functions' backwards."""
     cfg = models.ModelConfig(**dict(DSV3_DENSE, layers=2, first_dense=2))
     ok = True
-    for impl, attention in (("local", "eager"), ("local", "flash"), (TE, "flash")):
+    for impl, attention, fused in (("local", "eager", True), ("local", "flash", True), (TE, "flash", True),
+                                   ("local", "eager", False), (TE, "flash", False)):
         grads = []
-        for rc, o in (("none", te.MegatronOpts(impl)),
-                      ("selective", te.MegatronOpts(impl, modules=("core_attn", "mla_up_proj", "mlp")))):
+        for rc, o in (("none", MLAOpts(impl, rope_fusion=fused)),
+                      ("selective", MLAOpts(impl, modules=("core_attn", "mla_up_proj", "mlp"), rope_fusion=fused))):
             m = measure(cfg, models.RunConfig("megatron", attention, rc, "fp32", 12, 2), o, backward=True)
             grads.append([p.grad.clone() for p in m["model"].parameters()])
         for g0, g1 in zip(*grads):
@@ -130,6 +138,10 @@ def self_check():
 
 def opts(impl="local", *modules):
     return te.MegatronOpts(impl, modules=modules or ("core_attn",))
+
+
+def unfused(impl="local", *modules):  # --no-rope-fusion
+    return MLAOpts(impl, modules=modules or ("core_attn",), rope_fusion=False)
 
 
 CASES = [
@@ -167,6 +179,13 @@ CASES = [
     ("te-cp2-flash-mlaup-fp32", DSV3_DENSE, "flash", "fp32", 48, 2, "selective", opts(TE, "mla_up_proj"), 0.0,
      (1, False, 2)),
     ("te-cp2-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 40, 3, "selective", opts(TE), 0.0, (1, False, 2)),
+    # --no-rope-fusion: the unfused RoPE keeps cos_/sin_ per call (MegatronMLAUnfusedRopeLayer)
+    ("norope-fusion-local-eager-none-bf16", DSV3_DENSE, "eager", "bf16", 37, 3, "none", unfused()),
+    ("norope-fusion-local-flash-coreattn-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "selective", unfused()),
+    ("norope-fusion-local-eager-mlaup-bf16", DSV3_DENSE, "eager", "bf16", 37, 3, "selective",
+     unfused("local", "mla_up_proj")),
+    ("norope-fusion-te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", unfused(TE)),
+    ("norope-fusion-nolora-te-flash-full-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "full", unfused(TE)),
     ("te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", opts(TE)),
     ("te-flash-none-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "none", opts(TE)),
     ("te-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE)),
@@ -221,7 +240,7 @@ def main():
                         print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
                 continue
             est, err = run_validation.call_actmem(args.actmem, f"mla-{name}", cfg, run, workdir, par=par,
-                                                  extra=te.cli_extra(mopts, rc))
+                                                  extra=te.cli_extra(mopts, rc) + ([] if getattr(mopts, "rope_fusion", True) else ["--no-rope-fusion"]))
             if err:
                 print(f"{name}: {err}")
                 failed += 1

@@ -5,6 +5,7 @@
 //   --activation-func-fp8-input-store             the SwiGLU input kept in float8_e4m3fn
 //   --recompute-modules core_attn,layernorm,mlp   what --recompute-granularity selective reruns
 //   --moe-token-dispatcher-type allgather|alltoall  the MoE token dispatcher (op_graph.cc mcore_moe)
+//   --no-rope-fusion                              apply_rope_fusion False: MLA's unfused RoPE (latent_attention)
 // Rules: src/tensors/te_rules.h; sources and lines: validation/EXPECTED.md, "megatron-te".
 #pragma once
 
@@ -65,9 +66,11 @@ struct MegatronOptions {
   bool fp8_act_input_store = false;              // --activation-func-fp8-input-store
   unsigned recompute_modules = kRecomputeCoreAttn;  // Megatron's default ["core_attn"] (l.1940)
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;  // --moe-token-dispatcher-type
+  bool no_rope_fusion = false;  // --no-rope-fusion: TransformerConfig.apply_rope_fusion False (MLA only)
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
-           recompute_modules == kRecomputeCoreAttn;  // the dispatcher is not part of it (mcore_moe reads it)
+           recompute_modules == kRecomputeCoreAttn &&  // the dispatcher is not part of it (mcore_moe reads it)
+           !no_rope_fusion;
   }
 };
 

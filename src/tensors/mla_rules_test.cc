@@ -5,7 +5,7 @@
 //   q/kv layernorm, l.855-981 qkv_up_proj_and_rope_apply, l.983-988 and l.455-458 the mla_up_proj
 //   CheckpointWithoutOutput), megatron/core/fusions/fused_mla_yarn_rope_apply.py (the fused RoPE
 //   saves cos/sin only; key and value are new tensors), gpt_layer_specs.py (local and TE MLA specs).
-// Measured by validation/megatron_mla_validation.py (30 cases, exact).
+// Measured by validation/megatron_mla_validation.py (35 cases, exact).
 // DeepSeek-V3 attention: h 7168, a 128, q_lora_rank 1536, kv_lora_rank 512, nope 128 + rope 64 =
 // dqk 192, dv 128; dense MLP f 18432; 2 layers; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
 #include <gtest/gtest.h>
@@ -182,6 +182,29 @@ TEST(MegatronMla, TeContextParallelRingBufferOutlivesMlaUpProj) {
   // keeps out.
   EXPECT_EQ(totals(megatron(kTe), Recompute::kSelective, cp).per_layer,
             (kLocalPerToken - 4 * 128) * (kT / 2));
+}
+
+TEST(MegatronMla, NoRopeFusionKeepsCosSinPerCall) {
+  // --no-rope-fusion (multi_latent_attention.py l.920-981; rope_utils.py _apply_rotary_pos_emb_bshd
+  // l.143-144): the q and k RoPE calls each keep cos_ and sin_ (s, 1, 1, dr) in bf16: 4·2·4096·64 =
+  // 2,097,152 bytes per layer more, query, key and value unchanged (value.contiguous() is a copy of
+  // the same [s, b, n, dv] bytes as the fused kernel's new value).
+  MegatronOptions unfused;
+  unfused.no_rope_fusion = true;
+  EXPECT_EQ(totals(megatron(unfused)).per_layer, kLocalPerToken * kT + 4 * 2 * kT * 64);
+  MegatronOptions te_unfused = kTe;
+  te_unfused.no_rope_fusion = true;
+  EXPECT_EQ(totals(megatron(te_unfused)).per_layer, kLocalPerToken * kT + 16 + 4 * 2 * kT * 64);
+  // mla_up_proj runs the RoPE without grad: nothing more kept than fused.
+  EXPECT_EQ(totals(megatron(with(unfused, kRecomputeMlaUpProj)), Recompute::kSelective).per_layer,
+            (kLocalPerToken - 131'072) * kT);
+  // Standard attention: refused (not modeled), field named.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron.no_rope_fusion = true;
+  auto llama = prepare(load_model("llama-3.1-8b").value(), w);
+  ASSERT_FALSE(llama.has_value());
+  EXPECT_EQ(llama.error().field, "no_rope_fusion");
 }
 
 TEST(MegatronMla, MlaUpProjNeedsMla) {

@@ -715,6 +715,18 @@ int latent_attention(Builder& g, const Context& c, int x) {
   int query = g.add("attn.q", grp, "cat(q_nope, rope(q_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int value = kvb;
+  if (megatron && c.workload.megatron.no_rope_fusion) {
+    // --no-rope-fusion (multi_latent_attention.py l.920-981): apply_rotary_pos_emb on q_pos_emb and
+    // on k_pos_emb, _apply_rotary_pos_emb_bshd (rope_utils.py l.92-156) computing
+    // cos_ = (cos(freqs) · mscale).to(t.dtype) and sin_ per call (l.143-144), kept by `t * cos_` and
+    // `_rotate_half(t) * sin_` (freqs needs no gradient, so t is not kept). query and key are new
+    // (cat), value is value.contiguous() of the strided split: the same bytes as fused. Inside
+    // qkv_up_proj_and_rope_apply (tagged: mla_up_proj runs it without grad). Measured:
+    // validation/megatron_mla_validation.py, norope-fusion cases.
+    for (const char* name : {"attn.q_rope_cos", "attn.q_rope_sin", "attn.k_rope_cos", "attn.k_rope_sin"})
+      g.save(g.add(name, grp, "unfused MLA RoPE", {c.s_tp, Dim::lit("1", 1), Dim::lit("1", 1), dr}, c.e,
+                   "cos_ / sin_ computed per call in the activation dtype, kept by the multiply"));
+  }
   if (megatron) {
     // multi_latent_attention.py l.881-904: fused_apply_mla_rope_for_kv writes key and value into
     // new tensors (fused_mla_yarn_rope_apply.py _FusedMLARoPEKVSplit l.785-786, kv.new_empty);

@@ -24,8 +24,16 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
       return Error{ErrorKind::kIncompatible, "moe_token_dispatcher",
                    "@moe_token_dispatcher is Megatron-core's MoE token dispatcher; it applies to @framework "
                    "megatron only"};
+    if (o.no_rope_fusion)
+      return Error{ErrorKind::kIncompatible, "no_rope_fusion",
+                   "@no_rope_fusion is Megatron's --no-rope-fusion; it applies to @framework megatron only"};
     return {};
   }
+  // Modeled (and measured: validation/megatron_mla_validation.py, norope-fusion cases) for MLA only.
+  if (o.no_rope_fusion && !m.mla)
+    return Error{ErrorKind::kIncompatible, "no_rope_fusion",
+                 "@no_rope_fusion is modeled for multi-latent attention only (kv_lora_rank); this model has "
+                 "standard attention, whose unfused RoPE is not modeled; drop it"};
   if ((o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store) && o.impl != TransformerImpl::kTransformerEngine)
     return Error{ErrorKind::kIncompatible, "fp8",
                  "@fp8 runs through TransformerEngine's modules; add @transformer_impl transformer_engine"};
@@ -199,6 +207,11 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
         o.fp8 == Fp8Recipe::kTensorwise ? "; linear_proj keeps its bf16 input, the attention output (Megatron "
                                           "set_save_original_input for recipes other than delayed)"
                                         : ""));
+  if (o.no_rope_fusion)
+    notes.push_back("no_rope_fusion (apply_rope_fusion False): MLA's RoPE runs unfused (multi_latent_attention.py "
+                    "l.920-981, rope_utils.py _apply_rotary_pos_emb_bshd): each of the q and k calls keeps its own "
+                    "cos_ and sin_ (s, 1, 1, dr) in the activation dtype, 4·e·s·dr bytes per layer (none under "
+                    "mla_up_proj, which runs it without grad)");
   if (recompute == Recompute::kSelective)
     notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective){}",
                                 recompute_modules_name(o.recompute_modules),
