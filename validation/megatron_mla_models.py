@@ -426,17 +426,105 @@ class MegatronMLARankLayer(MegatronMLALayer):
         kv_c = ops.RMSNormFn.apply(kv_c, self.kv_norm_w, cfg.eps)
         s, b = k_pe.shape[:2]
         self.cos_sin = mla_cos_sin(s, cfg.qk_rope_dim, x.dtype)
-        q = col(q_c, self.q_up if cfg.q_lora_rank else self.q_proj)
-        kv = col(kv_c, self.kv_up)
-        cos, sin = self.cos_sin
-        q = FusedMLARoPEQFn.apply(q.view(s, b, cfg.heads, -1), cos, sin, cfg.qk_nope_dim)
-        k, v = FusedMLARoPEKVFn.apply(kv.view(s, b, cfg.heads, -1), k_pe, cos, sin, cfg.qk_nope_dim)
+
+        def up_proj_and_rope(q_c, kv_c, k_pe):  # qkv_up_proj_and_rope_apply on the rank
+            q = col(q_c, self.q_up if cfg.q_lora_rank else self.q_proj)
+            kv = col(kv_c, self.kv_up)
+            cos, sin = self.cos_sin
+            q = FusedMLARoPEQFn.apply(q.view(s, b, cfg.heads, -1), cos, sin, cfg.qk_nope_dim)
+            k, v = FusedMLARoPEKVFn.apply(kv.view(s, b, cfg.heads, -1), k_pe, cos, sin, cfg.qk_nope_dim)
+            return q, k, v
+
+        ckpt = None
+        if self.selective("mla_up_proj"):
+            # recompute_up_proj (l.983-988): the checkpoint saves q_compressed, kv_compressed and
+            # k_pos_emb, under SP a view of the gathered kv_combined: that whole storage is kept
+            ckpt = CheckpointWithoutOutput()
+            q, k, v = ckpt.checkpoint(up_proj_and_rope, q_c, kv_c, k_pe)
+        else:
+            q, k, v = up_proj_and_rope(q_c, kv_c, k_pe)
         if self.selective("core_attn"):
             context = checkpoint(self._core, q, k, v, use_reentrant=True)
         else:
             context = self._core(q, k, v)
+        if ckpt is not None:
+            ckpt.discard_output_and_register_recompute(context)
         out = pm.row_linear(context, self.proj.weight, par)
         x = x + ops.dropout(out, run.hidden_dropout)
         y = ops.RMSNormFn.apply(x, self.norm2_w, cfg.eps)
         y = pm.row_linear(ops.SwiGLUFn.apply(col(y, self.fc1)), self.fc2.weight, par)
         return x + ops.dropout(y, run.hidden_dropout)
+
+
+class MegatronMLACPLayer(MegatronMLALayer):
+    """MegatronMLALayer (TE spec) on one context-parallel rank of `cp` (tp 1), in
+    parallel_models.MegatronRankModel: the layer sees s/cp tokens; the fused MLA RoPE takes
+    cp_rank/cp_size for its positions (multi_latent_attention.py l.884-904; saves cos/sin only);
+    TE DotProductAttention runs AttnFuncWithCPAndKVP2P (te_validation.CPAttnP2PFn, which keeps q,
+    the last received k|v ring buffer with v at its own head dim (TE context_parallel.py l.1689
+    o_shape = q.shape[:-1] + v.shape[-1:], l.1690), out [s/cp, b, n, dv], softmax_lse and cp
+    rng_states). Megatron's local DotProductAttention refuses CP (dot_product_attention.py l.58)."""
+
+    def __init__(self, cfg, run, modules=("core_attn",), cp=2):
+        super().__init__(cfg, run, "transformer_engine", modules)
+        self.cp = cp
+
+    def _core(self, q, k, v):
+        import te_validation as te
+
+        return te.te_dot_product_attention(q, k, v, self.cp)
+
+
+def mla_rope_freqs(seq_len, rope_dim, theta=10000.0):
+    """The unfused path's rotary_pos_emb (YarnRotaryEmbedding.forward with mscale 1): fp32
+    (s, 1, 1, dr), computed per call, needing no gradient."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float32) / rope_dim))
+    freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+    return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+
+
+def apply_rotary_pos_emb_bshd(t, freqs, mscale=1.0):
+    """rope_utils.py _apply_rotary_pos_emb_bshd with mla_rotary_interleaved=True (MLA's call,
+    multi_latent_attention.py l.943-962): the interleaved rope dims gathered by a cat (a copy, saves
+    nothing), cos_/sin_ computed per call in t's dtype (l.143-144) and kept by the multiplies,
+    _rotate_half (chunk, cat: nothing), a final cat (nothing)."""
+    rot_dim = freqs.shape[-1]
+    t, t_pass = t[..., :rot_dim], t[..., rot_dim:]
+    t = torch.cat((t[..., 0::2], t[..., 1::2]), dim=-1)
+    cos_ = (torch.cos(freqs) * mscale).to(t.dtype)
+    sin_ = (torch.sin(freqs) * mscale).to(t.dtype)
+    t = (t * cos_) + (ops._rotate_half(t) * sin_)
+    return torch.cat((t, t_pass), dim=-1)
+
+
+class MegatronMLAUnfusedRopeLayer(MegatronMLALayer):
+    """MegatronMLALayer with apply_rope_fusion False (`--no-rope-fusion`): qkv_up_proj_and_rope_apply's
+    else branch (multi_latent_attention.py l.920-981): q split into q_no_pe and q_pos_emb, kv into
+    k_no_pe and value (views), RoPE on q_pos_emb and k_pos_emb [s, b, 1, dr] by
+    apply_rotary_pos_emb_bshd (each call keeps its own cos_ and sin_ (s, 1, 1, dr) in the activation
+    dtype), query = cat(q_no_pe, q_pos_emb), key = cat(k_no_pe, k_pos_emb expanded to n heads),
+    then query.contiguous() / key.contiguous() (already) and value.contiguous() (a copy of the
+    strided split view): query, key, value the same bytes as the fused path's."""
+
+    def _up_proj_and_rope(self, q_c, kv_c, k_pe):
+        cfg = self.cfg
+        s, b = k_pe.shape[:2]
+        a, dn, dr, dv = cfg.heads, cfg.qk_nope_dim, cfg.qk_rope_dim, cfg.v_head_dim
+        if cfg.q_lora_rank:
+            q = self._norm_linear(q_c, self.q_norm_w, self.q_up) if self.impl != "local" else self.q_up(q_c)
+        elif self.impl == "local":
+            q = self.q_proj(q_c)
+        else:
+            q = self._norm_linear(q_c, self.q_norm_w, self.q_proj)
+        kv = self.kv_up(kv_c) if self.impl == "local" else self._norm_linear(kv_c, self.kv_norm_w, self.kv_up)
+        q = q.view(s, b, a, dn + dr)
+        kv = kv.view(s, b, a, dn + dv)
+        k_pos_emb = torch.unsqueeze(k_pe, -2)
+        q_no_pe, q_pos_emb = torch.split(q, [dn, dr], dim=-1)
+        k_no_pe, value = torch.split(kv, [dn, dv], dim=-1)
+        freqs = mla_rope_freqs(s, dr)[0:s]
+        q_pos_emb = apply_rotary_pos_emb_bshd(q_pos_emb, freqs)
+        k_pos_emb = apply_rotary_pos_emb_bshd(k_pos_emb, freqs)
+        query = torch.cat([q_no_pe, q_pos_emb], dim=-1)
+        key = torch.cat([k_no_pe, k_pos_emb.expand(-1, -1, a, -1)], dim=-1)
+        return query.contiguous(), key.contiguous(), value.contiguous()

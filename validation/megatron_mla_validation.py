@@ -18,6 +18,7 @@ freed by CheckpointWithoutOutput counts 0).
     /usr/bin/python3 validation/megatron_mla_validation.py --self-check
 """
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -29,13 +30,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 import run_validation  # noqa: E402
 import te_validation as te  # noqa: E402
-from megatron_mla_models import MegatronMLALayer  # noqa: E402
+from megatron_mla_models import MegatronMLALayer, MegatronMLAUnfusedRopeLayer  # noqa: E402
 
 TE = "transformer_engine"
 # run_validation.DSV3's attention (q_lora_rank 96, kv_lora_rank 72, nope 32 + rope 16 = 48 != v 40),
 # every layer dense (dense_ffn 640); and q_proj straight from h (no q LoRA), v head dim = q/k's
 DSV3_DENSE = dict(run_validation.DSV3, first_dense=3)
 DSV3_NOLORA_DENSE = dict(run_validation.DSV3_NOLORA, layers=3, first_dense=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class MLAOpts(te.MegatronOpts):
+    rope_fusion: bool = True  # False: --no-rope-fusion (MegatronMLAUnfusedRopeLayer)
 
 
 def build(cfg, run, opts, seed=0):
@@ -46,7 +52,8 @@ def build(cfg, run, opts, seed=0):
 
         model.layers = nn.ModuleList(MegatronMLAFp8Layer(cfg, run, opts.fp8, opts.modules) for _ in range(cfg.layers))
         return model.to(run.torch_dtype).train()
-    model.layers = nn.ModuleList(MegatronMLALayer(cfg, run, opts.impl, opts.modules) for _ in range(cfg.layers))
+    layer = MegatronMLALayer if getattr(opts, "rope_fusion", True) else MegatronMLAUnfusedRopeLayer
+    model.layers = nn.ModuleList(layer(cfg, run, opts.impl, opts.modules) for _ in range(cfg.layers))
     return model.to(run.torch_dtype).train()
 
 
@@ -58,9 +65,9 @@ def measure(cfg, run, opts, backward=False):
 DSV3_TP = dict(DSV3_DENSE, heads=4, kv_heads=4)
 
 
-def measure_rank(cfg, run, par):
+def measure_rank(cfg, run, par, modules=("core_attn",)):
     """measure.measure of one tensor/sequence-parallel rank (parallel_models.py) whose layers are
-    MegatronMLARankLayer."""
+    MegatronMLARankLayer (recompute_modules `modules` under run.recompute selective)."""
     import measure
     import parallel_models
     from megatron_mla_models import MegatronMLARankLayer
@@ -70,14 +77,35 @@ def measure_rank(cfg, run, par):
     def mla_rank(c, r, p, seed=0):
         torch.manual_seed(seed)
         model = parallel_models.MegatronRankModel(c, r, p)
-        model.layers = nn.ModuleList(MegatronMLARankLayer(c, r, p) for _ in range(c.layers))
+        model.layers = nn.ModuleList(MegatronMLARankLayer(c, r, p, modules) for _ in range(c.layers))
         return model.to(r.torch_dtype).train()
 
+    if "mla_up_proj" in modules and run.recompute == "selective":
+        # CheckpointWithoutOutput frees query, key, value (resize_(0)) and their addresses are
+        # reused: te_validation.measure reads each storage's bytes after the forward (a freed one
+        # counts 0) and retires freed entries; measure.measure does not
+        m = te.measure(cfg, run, None, par=par, build_fn=lambda c, r, o, seed: mla_rank(c, r, par, seed))
+        return m
     parallel_models.build = mla_rank
     try:
         return measure.measure(cfg, run, par=par)
     finally:
         parallel_models.build = build_rank
+
+
+def measure_cp_rank(cfg, run, par, opts):
+    """te_validation.measure of one context-parallel rank (tp 1; parallel_models.MegatronRankModel,
+    s/cp tokens) whose layers are MegatronMLACPLayer (TE spec)."""
+    import parallel_models
+    from megatron_mla_models import MegatronMLACPLayer
+
+    def build_cp(c, r, o, seed=0):
+        torch.manual_seed(seed)
+        model = parallel_models.MegatronRankModel(c, r, par)
+        model.layers = nn.ModuleList(MegatronMLACPLayer(c, r, o.modules, par.cp) for _ in range(c.layers))
+        return model.to(r.torch_dtype).train()
+
+    return te.measure(cfg, run, opts, par=par, build_fn=build_cp)
 
 
 def self_check():
@@ -86,10 +114,11 @@ def self_check():
     the fused-RoPE Functions' backwards."""
     cfg = models.ModelConfig(**dict(DSV3_DENSE, layers=2, first_dense=2))
     ok = True
-    for impl, attention in (("local", "eager"), ("local", "flash"), (TE, "flash")):
+    for impl, attention, fused in (("local", "eager", True), ("local", "flash", True), (TE, "flash", True),
+                                   ("local", "eager", False), (TE, "flash", False)):
         grads = []
-        for rc, o in (("none", te.MegatronOpts(impl)),
-                      ("selective", te.MegatronOpts(impl, modules=("core_attn", "mla_up_proj", "mlp")))):
+        for rc, o in (("none", MLAOpts(impl, rope_fusion=fused)),
+                      ("selective", MLAOpts(impl, modules=("core_attn", "mla_up_proj", "mlp"), rope_fusion=fused))):
             m = measure(cfg, models.RunConfig("megatron", attention, rc, "fp32", 12, 2), o, backward=True)
             grads.append([p.grad.clone() for p in m["model"].parameters()])
         for g0, g1 in zip(*grads):
@@ -97,8 +126,18 @@ def self_check():
                 print(f"self-check: {impl} {attention}: gradients with mla_up_proj differ from the plain layer's")
                 ok = False
                 break
+    # the CP ring attention with MLA's head dims (v's 8 != q/k's 12) against plain attention
+    q, k, v = (torch.randn(4, 2, 3, d, requires_grad=True) for d in (12, 12, 8))
+    got = torch.autograd.grad(te.CPAttnP2PFn.apply(q, k, v, 2).square().sum(), (q, k, v))
+    p = (1, 2, 0, 3)
+    o, _ = te._attention_math(q.permute(p), torch.cat([k, k]).permute(p), torch.cat([v, v]).permute(p), causal=False)
+    ref = torch.autograd.grad(o.permute(2, 0, 1, 3).square().sum(), (q, k, v))
+    if not all(torch.allclose(a, r, rtol=1e-4, atol=1e-5) for a, r in zip(got, ref)):
+        print("self-check: CPAttnP2PFn with dv != dqk: gradients differ")
+        ok = False
     if ok:
-        print("self-check: local and TE MLA layers with recompute_modules mla_up_proj give the plain gradients")
+        print("self-check: local and TE MLA layers with recompute_modules mla_up_proj give the plain gradients; "
+              "so does the CP ring attention with dv != dqk")
     return self_check_fp8() and ok
 
 
@@ -153,6 +192,8 @@ FP8_CASES = [
     ("fp8-nolora-te-flash-layernorm-tensorwise", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "selective",
      fp8opts("tensorwise", "layernorm")),
 ]
+def unfused(impl="local", *modules):  # --no-rope-fusion
+    return MLAOpts(impl, modules=modules or ("core_attn",), rope_fusion=False)
 
 
 CASES = [
@@ -177,6 +218,26 @@ CASES = [
     ("tp2-local-flash-coreattn-bf16", DSV3_TP, "flash", "bf16", 40, 2, "selective", opts(), 0.0, (2, False)),
     ("tp4-sp-local-eager-none-bf16", DSV3_TP, "eager", "bf16", 40, 2, "none", opts(), 0.0, (4, True)),
     ("tp2-sp-local-flash-none-fp32", DSV3_TP, "flash", "fp32", 40, 2, "none", opts(), 0.0, (2, True)),
+    # mla_up_proj on a rank: under SP the checkpoint's k_pos_emb input is a view of the gathered
+    # [s, b, rkv+dr] kv_combined, which it keeps (without SP the norm keeps that storage anyway)
+    ("tp2-local-eager-mlaup-bf16", DSV3_TP, "eager", "bf16", 40, 2, "selective", opts("local", "mla_up_proj"), 0.0,
+     (2, False)),
+    ("tp4-sp-local-eager-mlaup-bf16", DSV3_TP, "eager", "bf16", 40, 2, "selective", opts("local", "mla_up_proj"), 0.0,
+     (4, True)),
+    ("tp2-sp-local-flash-coreattn-mlaup-fp32", DSV3_TP, "flash", "fp32", 40, 2, "selective",
+     opts("local", "core_attn", "mla_up_proj"), 0.0, (2, True)),
+    # one context-parallel rank of the TE spec (tp 1, cp 2): AttnFuncWithCPAndKVP2P; MegatronMLACPLayer
+    ("te-cp2-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 40, 2, "none", opts(TE), 0.0, (1, False, 2)),
+    ("te-cp2-flash-mlaup-fp32", DSV3_DENSE, "flash", "fp32", 48, 2, "selective", opts(TE, "mla_up_proj"), 0.0,
+     (1, False, 2)),
+    ("te-cp2-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 40, 3, "selective", opts(TE), 0.0, (1, False, 2)),
+    # --no-rope-fusion: the unfused RoPE keeps cos_/sin_ per call (MegatronMLAUnfusedRopeLayer)
+    ("norope-fusion-local-eager-none-bf16", DSV3_DENSE, "eager", "bf16", 37, 3, "none", unfused()),
+    ("norope-fusion-local-flash-coreattn-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "selective", unfused()),
+    ("norope-fusion-local-eager-mlaup-bf16", DSV3_DENSE, "eager", "bf16", 37, 3, "selective",
+     unfused("local", "mla_up_proj")),
+    ("norope-fusion-te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", unfused(TE)),
+    ("norope-fusion-nolora-te-flash-full-bf16", DSV3_NOLORA_DENSE, "flash", "bf16", 33, 2, "full", unfused(TE)),
     ("te-flash-none-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "none", opts(TE)),
     ("te-flash-none-fp32", DSV3_DENSE, "flash", "fp32", 29, 2, "none", opts(TE)),
     ("te-flash-coreattn-bf16", DSV3_DENSE, "flash", "bf16", 41, 3, "selective", opts(TE)),
@@ -213,10 +274,15 @@ def main():
             if len(rest) > 1:
                 import parallel_models
 
-                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1])
-                r = measure_rank(cfg, run, par)
-                m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
-                     "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
+                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1],
+                                                     cp=rest[1][2] if len(rest[1]) > 2 else 1)
+                r = (measure_cp_rank(cfg, run, par, mopts) if par.cp > 1
+                     else measure_rank(cfg, run, par, mopts.modules))
+                if isinstance(r, dict):  # te_validation.measure's result (mla_up_proj)
+                    m = r
+                else:
+                    m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
+                         "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
             else:
                 m = measure(cfg, run, mopts)
             if args.measure_only:
@@ -226,7 +292,7 @@ def main():
                         print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
                 continue
             est, err = run_validation.call_actmem(args.actmem, f"mla-{name}", cfg, run, workdir, par=par,
-                                                  extra=te.cli_extra(mopts, rc))
+                                                  extra=te.cli_extra(mopts, rc) + ([] if getattr(mopts, "rope_fusion", True) else ["--no-rope-fusion"]))
             if err:
                 print(f"{name}: {err}")
                 failed += 1

@@ -270,7 +270,7 @@ class CPAttnP2PFn(torch.autograd.Function):
             rng_states = [torch.zeros(2, dtype=torch.int64) for _ in range(cp)]
         ctx.cp, ctx.kv_shapes = cp, (k.shape, v.shape)
         ctx.save_for_backward(q, kv, out, softmax_lse, *rng_states)
-        return out.view(s, b, a * d)
+        return out.view(s, b, -1)  # a·dv: MLA's v head dim differs from q's (o_shape, l.1689)
 
     @staticmethod
     def backward(ctx, grad):
@@ -284,7 +284,7 @@ class CPAttnP2PFn(torch.autograd.Function):
         def fn(qq, kk, vv):
             kf, vf = torch.cat([kk] * ctx.cp), torch.cat([vv] * ctx.cp)
             o = _attention_math(qq.permute(p), kf.permute(p), vf.permute(p), causal=False)[0]
-            return o.permute(2, 0, 1, 3).reshape(s, b, a * d)
+            return o.permute(2, 0, 1, 3).reshape(s, b, -1)
 
         gq, gk, gv = _grads(fn, (q, k, v), grad)
         return gq, gk, gv, None

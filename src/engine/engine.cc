@@ -111,6 +111,19 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
         const detail::Variant v{gqa, tp};
         p->variants[v.index()] = detail::build_graphs(model, workload, v);
       }
+    // Megatron MLA keeps other tensors under sequence parallelism (op_graph.cc latent_attention):
+    // the SP variants (tp > 1 only) are built for it alone.
+    // Under the TE spec also the CP variants (its ring buffer outlives what mla_up_proj frees).
+    p->sp_variants = model.mla.has_value() && workload.framework == Framework::kMegatron;
+    p->cp_variants = p->sp_variants && workload.megatron.impl == TransformerImpl::kTransformerEngine;
+    for (bool gqa : {false, true})
+      for (bool tp : {false, true})
+        for (bool sp : {false, true})
+          for (bool cp : {false, true}) {
+            if ((!sp && !cp) || (sp && !(p->sp_variants && tp)) || (cp && !p->cp_variants)) continue;
+            const detail::Variant v{gqa, tp, sp, cp};
+            p->variants[v.index()] = detail::build_graphs(model, workload, v);
+          }
     const auto& kinds = p->variants[0].kinds;
     p->num_kinds = kinds.size();
     p->kind_prefix.assign((p->kind_of.size() + 1) * p->num_kinds, 0);
@@ -356,6 +369,7 @@ Binding bind(const Prepared& p, const Layout& l) {
   set(Sym::kSeqTp, seq_local);
   set(Sym::kSeqKey, l.seq_len);
   set(Sym::kSeqShifted, seq_local - 1);
+  set(Sym::kRngWords, 2 * par.cp);
   set(Sym::kBatch, l.micro_batch);
   set(Sym::kHidden, m.hidden);
   set(Sym::kQHeads, m.num_heads / t);
@@ -390,6 +404,8 @@ Binding bind(const Prepared& p, const Layout& l) {
   b.variant.gqa_repeat = !m.mla && m.num_kv_heads < m.num_heads &&
                          b.values[static_cast<std::size_t>(Sym::kKvHeads)] < b.values[static_cast<std::size_t>(Sym::kQHeads)];
   b.variant.tensor_parallel = t > 1;
+  b.variant.sequence_parallel = p.sp_variants && par.sp && t > 1;
+  b.variant.context_parallel = p.cp_variants && par.cp > 1;
   b.graphs = &p.variants[b.variant.index()];
   b.split = PipelineSplit::of(m.num_layers, par);
   b.chunk_layers = b.split.largest_chunk();

@@ -44,7 +44,9 @@ struct Prepared {
     return kind_prefix[static_cast<std::size_t>(end) * num_kinds + k] -
            kind_prefix[static_cast<std::size_t>(first) * num_kinds + k];
   }
-  std::array<GraphSet, 4> variants;      // by Variant::index()
+  std::array<GraphSet, 16> variants;     // by Variant::index()
+  bool sp_variants = false;              // sequence_parallel variants built: Megatron MLA
+  bool cp_variants = false;              // context_parallel variants built: Megatron MLA, TE spec
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
   double lm_head_macs = 0;               // h·V per token
   bool shape_static = false;             // static memory from the weight shapes (finetune.h)

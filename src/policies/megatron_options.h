@@ -8,6 +8,7 @@
 //   --moe-router-score-function, --moe-router-enable-expert-bias, --moe-router-num-groups,
 //   --moe-router-group-topk, --moe-router-topk-scaling-factor, --moe-router-load-balancing-type,
 //   --moe-aux-loss-coeff, --moe-z-loss-coeff, --moe-router-dtype   TopKRouter (MoeRouterOptions)
+//   --no-rope-fusion                              apply_rope_fusion False: MLA's unfused RoPE (latent_attention)
 // Rules: src/tensors/te_rules.h; sources and lines: validation/EXPECTED.md, "megatron-te".
 #pragma once
 
@@ -112,9 +113,11 @@ struct MegatronOptions {
   unsigned recompute_modules = kRecomputeCoreAttn;  // Megatron's default ["core_attn"] (l.1940)
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;  // --moe-token-dispatcher-type
   MoeRouterOptions router;                               // TopKRouter (read by mcore_moe)
+  bool no_rope_fusion = false;  // --no-rope-fusion: TransformerConfig.apply_rope_fusion False (MLA only)
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
-           recompute_modules == kRecomputeCoreAttn;  // the dispatcher is not part of it (mcore_moe reads it)
+           recompute_modules == kRecomputeCoreAttn &&  // the dispatcher is not part of it (mcore_moe reads it)
+           !no_rope_fusion;
   }
 };
 

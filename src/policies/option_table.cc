@@ -80,6 +80,9 @@ const std::array kRows{
         ACTMEM_SET_NAME(kFp8RecipeNames, workload.megatron.fp8)},
     Row{{"activation_func_fp8_input_store", OptionKind::kFlag, "with --fp8: the SwiGLU input kept in fp8 (e4m3)"},
         ACTMEM_SET(as_flag, workload.megatron.fp8_act_input_store)},
+    Row{{"no_rope_fusion", OptionKind::kFlag,
+         "with --framework megatron and an MLA model: Megatron's --no-rope-fusion (the unfused RoPE keeps cos/sin)"},
+        ACTMEM_SET(as_flag, workload.megatron.no_rope_fusion)},
     Row{{"recompute_modules", OptionKind::kText,
          "with --framework megatron --recompute selective: core_attn (default), layernorm, mlp, moe_act, moe, "
          "shared_experts, mla_up_proj (comma-separated)"},

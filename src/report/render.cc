@@ -163,6 +163,7 @@ nlohmann::json report_json(const Report& r) {
     j["inputs"]["activation_func_fp8_input_store"] = w.megatron.fp8_act_input_store;
     j["inputs"]["recompute_modules"] = recompute_modules_name(w.megatron.recompute_modules);
   }
+  if (w.framework == Framework::kMegatron && w.megatron.no_rope_fusion) j["inputs"]["no_rope_fusion"] = true;
   if (w.framework == Framework::kMegatron && w.megatron.dispatcher != MoeDispatcher::kAllgather)
     j["inputs"]["moe_token_dispatcher"] = kMoeDispatcherNames.name(w.megatron.dispatcher);
   if (w.framework == Framework::kMegatron && !w.megatron.router.is_default()) {

@@ -5,7 +5,7 @@
 //   q/kv layernorm, l.855-981 qkv_up_proj_and_rope_apply, l.983-988 and l.455-458 the mla_up_proj
 //   CheckpointWithoutOutput), megatron/core/fusions/fused_mla_yarn_rope_apply.py (the fused RoPE
 //   saves cos/sin only; key and value are new tensors), gpt_layer_specs.py (local and TE MLA specs).
-// Measured by validation/megatron_mla_validation.py (20 cases, exact).
+// Measured by validation/megatron_mla_validation.py (35 cases, exact).
 // DeepSeek-V3 attention: h 7168, a 128, q_lora_rank 1536, kv_lora_rank 512, nope 128 + rope 64 =
 // dqk 192, dv 128; dense MLP f 18432; 2 layers; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
 #include <gtest/gtest.h>
@@ -126,15 +126,85 @@ TEST(MegatronMla, NoQLoraTeFusesAQNormIntoQProj) {
 
 TEST(MegatronMla, LocalSpecTp8SequenceParallel) {
   // tp 8 with SP, per rank: n = 16 heads, f/t = 2304. Per s/t token (512): x, input norm out,
-  // residual, pre-MLP norm out 4·2h; four rstd 4·4; q_layernorm out 2·1536; kv_combined 2·576;
-  // kv_layernorm out 2·512. Per s token (4096): the gathered q_compressed 2·1536 (q_layernorm reads an
-  // s/t slice that is a view of it: mappings.py _split_along_first_dim); query, key 2·16·192 each;
-  // value, flash out 2·16·128 each; logsumexp 4·16; fc1 out 2·2·2304; SwiGLU out 2·2304.
-  const int64_t per_shard_token = 4 * 2 * 7168 + 4 * 4 + 2 * 1536 + 2 * 576 + 2 * 512;
+  // residual, pre-MLP norm out 4·2h; four rstd 4·4; q_layernorm out 2·1536; kv_compressed 2·512 (the
+  // scatter's contiguous copy of the gathered kv_combined's strided kv slice, mappings.py l.60-81,
+  // which kv_layernorm keeps; the gathered [s, b, 576] is not kept); kv_layernorm out 2·512. Per s
+  // token (4096): the gathered q_compressed 2·1536 (q_layernorm reads an s/t slice that is a view of
+  // it: mappings.py _split_along_first_dim); query, key 2·16·192 each; value, flash out 2·16·128
+  // each; logsumexp 4·16; fc1 out 2·2·2304; SwiGLU out 2·2304.
+  const int64_t per_shard_token = 4 * 2 * 7168 + 4 * 4 + 2 * 1536 + 2 * 512 + 2 * 512;
   const int64_t per_token = 2 * 1536 + 2 * 2 * 16 * 192 + 2 * 2 * 16 * 128 + 4 * 16 + 2 * 2 * 2304 + 2 * 2304;
-  EXPECT_EQ(totals(megatron({}), Recompute::kNone, {.tp = 8, .sp = true}).per_layer,
-            per_shard_token * (kT / 8) + per_token * kT);  // 185,409,536
-  EXPECT_EQ(per_shard_token * (kT / 8) + per_token * kT, 185'409'536);
+  const int64_t sp_none = per_shard_token * (kT / 8) + per_token * kT;
+  EXPECT_EQ(totals(megatron({}), Recompute::kNone, {.tp = 8, .sp = true}).per_layer, sp_none);
+  EXPECT_EQ(sp_none, 185'344'000);
+  // Without SP the norm reads a view of the gathered [s, b, 576] kv_combined: that storage is kept
+  // (and kv_layernorm's input rows are s, not s/t): tp 8 alone keeps 2·576 per token there.
+  const Totals tp8 = totals(megatron({}), Recompute::kNone, {.tp = 8});
+  EXPECT_EQ(tp8.per_layer, (per_shard_token - 2 * 512) * kT + 2 * 576 * kT + per_token * kT);
+}
+
+TEST(MegatronMla, SequenceParallelMlaUpProjKeepsTheGatheredRopeKey) {
+  // recompute_modules mla_up_proj under SP (multi_latent_attention.py l.983-988 saves k_pos_emb):
+  // query, key, value go (2·16·192 · 2 + 2·16·128 = 16,384 per s token), and
+  //  - local spec: k_pos_emb is a view of the gathered [s, b, rkv+dr] kv_combined (l.746-756): the
+  //    checkpoint keeps that whole storage, 2·576 per s token;
+  const ParallelLayout sp{.tp = 8, .sp = true};
+  const int64_t local_none = totals(megatron({}), Recompute::kNone, sp).per_layer;
+  EXPECT_EQ(totals(megatron(with({}, kRecomputeMlaUpProj)), Recompute::kSelective, sp).per_layer,
+            local_none - 16'384 * kT + 2 * 576 * kT);
+  //  - TE spec: kv_combined is this rank's [s/t, b, 576] (duplicated TELinear) and
+  //    gather_from_sequence_parallel_region(k_pos_emb) (l.757-764) is a new [s, b, dr] the checkpoint
+  //    keeps, 2·64 per s token; the fused q/kv norms' ln_out shards and rsigma (2·1536 + 2·512 + 2·4
+  //    per s/t token) go too.
+  const int64_t te_none = totals(megatron(kTe), Recompute::kNone, sp).per_layer;
+  EXPECT_EQ(totals(megatron(with(kTe, kRecomputeMlaUpProj)), Recompute::kSelective, sp).per_layer,
+            te_none - 16'384 * kT - (2 * 1536 + 2 * 512 + 2 * 4) * (kT / 8) + 2 * 64 * kT);
+  // Without SP nothing is added: k_pos_emb is a view of the kv_combined the norm keeps anyway.
+  const ParallelLayout tp8{.tp = 8};
+  EXPECT_EQ(totals(megatron(with({}, kRecomputeMlaUpProj)), Recompute::kSelective, tp8).per_layer,
+            totals(megatron({}), Recompute::kNone, tp8).per_layer - 16'384 * kT);
+}
+
+TEST(MegatronMla, TeContextParallelRingBufferOutlivesMlaUpProj) {
+  // TE spec, cp 2: each rank runs s/cp = 2048 tokens; AttnFuncWithCPAndKVP2P (TE
+  // context_parallel.py l.1690, l.2087-2142) keeps q, the last received k|v ring buffer (the bytes
+  // of key and value, 2·128·(192+128) = 81,920 per token, in a storage of its own), out [.., dv],
+  // softmax_lse and one rng_state per ring step (16·cp).
+  const ParallelLayout cp{.cp = 2};
+  EXPECT_EQ(totals(megatron(kTe), Recompute::kNone, cp).per_layer, kLocalPerToken * (kT / 2) + 32);
+  // mla_up_proj frees query, key and value, but the ring buffer holding key's and value's bytes
+  // stays: only query's 2·128·192 = 49,152 per token go (131,072 without CP), with the fused
+  // norms' ln_out and rsigma (4,096 + 8).
+  EXPECT_EQ(totals(megatron(with(kTe, kRecomputeMlaUpProj)), Recompute::kSelective, cp).per_layer,
+            (kLocalPerToken - 49'152 - 4'096 - 8) * (kT / 2) + 32);
+  // core_attn: the checkpoint keeps query, key, value (its inputs: key's and value's bytes, as the
+  // ring buffer's it replaces); softmax_lse (4·128 per token) and the rng_states go; linear_proj
+  // keeps out.
+  EXPECT_EQ(totals(megatron(kTe), Recompute::kSelective, cp).per_layer,
+            (kLocalPerToken - 4 * 128) * (kT / 2));
+}
+
+TEST(MegatronMla, NoRopeFusionKeepsCosSinPerCall) {
+  // --no-rope-fusion (multi_latent_attention.py l.920-981; rope_utils.py _apply_rotary_pos_emb_bshd
+  // l.143-144): the q and k RoPE calls each keep cos_ and sin_ (s, 1, 1, dr) in bf16: 4·2·4096·64 =
+  // 2,097,152 bytes per layer more, query, key and value unchanged (value.contiguous() is a copy of
+  // the same [s, b, n, dv] bytes as the fused kernel's new value).
+  MegatronOptions unfused;
+  unfused.no_rope_fusion = true;
+  EXPECT_EQ(totals(megatron(unfused)).per_layer, kLocalPerToken * kT + 4 * 2 * kT * 64);
+  MegatronOptions te_unfused = kTe;
+  te_unfused.no_rope_fusion = true;
+  EXPECT_EQ(totals(megatron(te_unfused)).per_layer, kLocalPerToken * kT + 16 + 4 * 2 * kT * 64);
+  // mla_up_proj runs the RoPE without grad: nothing more kept than fused.
+  EXPECT_EQ(totals(megatron(with(unfused, kRecomputeMlaUpProj)), Recompute::kSelective).per_layer,
+            (kLocalPerToken - 131'072) * kT);
+  // Standard attention: refused (not modeled), field named.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron.no_rope_fusion = true;
+  auto llama = prepare(load_model("llama-3.1-8b").value(), w);
+  ASSERT_FALSE(llama.has_value());
+  EXPECT_EQ(llama.error().field, "no_rope_fusion");
 }
 
 TEST(MegatronMla, MlaUpProjNeedsMla) {

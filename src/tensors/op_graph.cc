@@ -490,12 +490,27 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
       v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
                       {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
                       "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
-    for (int id : {q, k, v_saved}) g.save_core(id);
+    if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
+      // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
+      // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
+      // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
+      // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
+      g.save_core(q);
+      g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
+                        {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
+                        "the last received k|v ring buffer (k's and v's bytes in one storage)"));
+    } else {
+      for (int id : {q, k, v_saved}) g.save_core(id);
+    }
     int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
     g.save_core(out);
     g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
                       DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
-    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::lit("2", 2)}, DType::kINT64,
+    // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
+    // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
+    // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
+    // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
+    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
                       "rng_state (seed, offset), present even without dropout"));
     return out;
   }
@@ -670,14 +685,39 @@ int latent_attention(Builder& g, const Context& c, int x) {
     linear(g, c, x, {c.s_tp, c.b, c.q_heads, qk}, "attn.q_proj", grp);
   }
   // q is split into nope/rope parts and re-concatenated: the projection output is not kept itself.
-  int ckv = linear(g, c, x, cat(rows, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
+  const Dim rkv = Dim::lit("rkv", mla.kv_lora_rank);
+  const Dim dr = Dim::lit("dr", mla.qk_rope_head_dim);
+  // Under sequence parallelism (multi_latent_attention.py get_query_key_value_tensors l.746-764):
+  //  - local spec: linear_kv_down_proj is a ColumnParallelLinear (gpt_layer_specs.py l.424) whose
+  //    [s, b, (rkv+dr)/t] output is gathered along the last dim (gather_from_tensor_model_parallel_region,
+  //    a new [s, b, rkv+dr]); kv_compressed, a strided view of it, is scattered to s/t by
+  //    scatter_to_sequence_parallel_region (mappings.py l.60-81, input_[a:b].contiguous(): a copy
+  //    [s/t, b, rkv]) that kv_layernorm keeps; k_pos_emb stays a view of the gathered storage, which
+  //    only the mla_up_proj checkpoint keeps (its k_pos_emb input);
+  //  - TE spec: linear_kv_down_proj is a duplicated TELinear (l.125): kv_combined [s/t, b, rkv+dr],
+  //    the norm reads a view of it; k_pos_emb = gather_from_sequence_parallel_region(k_pos_emb) is a
+  //    new [s, b, dr], kept only by the mla_up_proj checkpoint.
+  // Measured: validation/megatron_mla_validation.py, the tp-sp cases.
+  const bool sp = megatron && c.variant.sequence_parallel;
+  const bool sp_local = sp && !c.te;
+  int ckv = linear(g, c, x, cat(Shape{sp_local ? c.s_tp : c.s_rep, c.b}, {Dim::lit("(rkv+dr)", mla.kv_lora_rank + mla.qk_rope_head_dim)}),
                    "attn.kv_a_proj_with_mqa", grp);
-  // Local spec under SP: kv_compressed, a strided view of the gathered kv_combined, is sliced to
-  // s/t by a .contiguous() copy [s/t, b, rkv] that the norm keeps instead: s/t·b·dr·e less than
-  // counted here (not modeled: the graph does not know SP; measured within 1 %, tp-sp cases).
-  g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  int kv_in = ckv;
+  if (sp_local) {
+    g.at(ckv).note = "kv_combined gathered along (rkv+dr): k_pos_emb is a view of it, kept by the mla_up_proj checkpoint";
+    g.at(ckv).mcore_tag |= kTagMlaUpInput;
+    kv_in = g.add("attn.kv_compressed", grp, "scatter_to_sequence_parallel_region", {c.s_rep, c.b, rkv}, c.e,
+                  "this rank's s/t rows of kv_compressed, a contiguous copy");
+  } else {
+    g.at(ckv).note = "the compressed kv and the shared rope key; the norm reads a view of it";
+  }
+  if (sp && c.te) {
+    int kpe = g.add("attn.k_pos_emb", grp, "gather_from_sequence_parallel_region", {c.s_tp, c.b, dr}, c.e,
+                    "the rope key gathered to the whole sequence, kept by the mla_up_proj checkpoint");
+    g.at(kpe).mcore_tag |= kTagMlaUpInput;
+  }
   g.mcore_tag |= up_norm_tag;
-  int kvn = norm(g, c, ckv, rows, Dim::lit("rkv", mla.kv_lora_rank), "attn.kv_a_norm", Group::kNorms);
+  int kvn = norm(g, c, kv_in, rows, rkv, "attn.kv_a_norm", Group::kNorms);
   g.mcore_tag &= static_cast<uint16_t>(~up_norm_tag);
   int kvb = linear(g, c, kvn,
                    {c.s_tp, c.b, c.q_heads, Dim::lit("(dn+dv)", mla.qk_nope_head_dim + mla.v_head_dim)},
@@ -690,6 +730,18 @@ int latent_attention(Builder& g, const Context& c, int x) {
   int query = g.add("attn.q", grp, "cat(q_nope, rope(q_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int key = g.add("attn.k", grp, "cat(k_nope, rope(k_rope))", {c.s_tp, c.b, c.q_heads, qk}, c.e);
   int value = kvb;
+  if (megatron && c.workload.megatron.no_rope_fusion) {
+    // --no-rope-fusion (multi_latent_attention.py l.920-981): apply_rotary_pos_emb on q_pos_emb and
+    // on k_pos_emb, _apply_rotary_pos_emb_bshd (rope_utils.py l.92-156) computing
+    // cos_ = (cos(freqs) · mscale).to(t.dtype) and sin_ per call (l.143-144), kept by `t * cos_` and
+    // `_rotate_half(t) * sin_` (freqs needs no gradient, so t is not kept). query and key are new
+    // (cat), value is value.contiguous() of the strided split: the same bytes as fused. Inside
+    // qkv_up_proj_and_rope_apply (tagged: mla_up_proj runs it without grad). Measured:
+    // validation/megatron_mla_validation.py, norope-fusion cases.
+    for (const char* name : {"attn.q_rope_cos", "attn.q_rope_sin", "attn.k_rope_cos", "attn.k_rope_sin"})
+      g.save(g.add(name, grp, "unfused MLA RoPE", {c.s_tp, Dim::lit("1", 1), Dim::lit("1", 1), dr}, c.e,
+                   "cos_ / sin_ computed per call in the activation dtype, kept by the multiply"));
+  }
   if (megatron) {
     // multi_latent_attention.py l.881-904: fused_apply_mla_rope_for_kv writes key and value into
     // new tensors (fused_mla_yarn_rope_apply.py _FusedMLARoPEKVSplit l.785-786, kv.new_empty);
@@ -1614,6 +1666,7 @@ SymTexts sym_texts(const ModelSpec& model, const Layout& layout) {
   set(Sym::kSeqShifted, p.cp > 1 ? "(s/cp−1)" : "(s−1)");
   set(Sym::kExpertRows, rows + "↑16");  // Megatron TE fp8: each expert's rows up to a multiple of 16
   set(Sym::kLocalExperts, p.ep > 1 ? "E/ep" : "E");
+  set(Sym::kRngWords, p.cp > 1 ? "2·cp" : "2");
   return x;
 }
 

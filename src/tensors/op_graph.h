@@ -39,6 +39,8 @@ enum class Sym : int8_t {
   kExpertRows, // rows the routed experts' GEMMs see: kMoeRows, or under Megatron TE fp8 each local
                // expert's rows rounded up to a multiple of 16 (Fp8Padding; te_rules.h te_fp8_expert_rows)
   kLocalExperts,  // routed experts on one GPU: E/ep (one fp8 scale_inv each per GroupedLinear)
+  kRngWords,   // int64 words of TE FusedAttention's rng_state: 2, and 2·cp under context parallelism
+               // (AttnFuncWithCPAndKVP2P keeps one [2] rng_state per ring step)
   kCount,
 };
 constexpr std::size_t kNumSyms = static_cast<std::size_t>(Sym::kCount);
@@ -169,7 +171,16 @@ struct GraphSet {
 struct Variant {
   bool gqa_repeat = false;
   bool tensor_parallel = false;
-  std::size_t index() const { return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0); }
+  // Sequence parallelism (with tp > 1), built only for Megatron MLA (engine.cc prepare): its
+  // down projections' gathers and scatters keep other tensors under SP (latent_attention).
+  bool sequence_parallel = false;
+  // Context parallelism (cp > 1), built only for Megatron MLA under the TE spec: TE's
+  // AttnFuncWithCPAndKVP2P keeps a k|v ring buffer of its own, which outlives the k and v that
+  // recompute_modules mla_up_proj frees (core_attention).
+  bool context_parallel = false;
+  std::size_t index() const {
+    return (gqa_repeat ? 1 : 0) + (tensor_parallel ? 2 : 0) + (sequence_parallel ? 4 : 0) + (context_parallel ? 8 : 0);
+  }
 };
 
 /// Builds one variant's graphs for a model and workload. Layers are grouped by shape; kind_of

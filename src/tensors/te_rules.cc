@@ -26,8 +26,16 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
       return Error{ErrorKind::kIncompatible, "moe_token_dispatcher",
                    "@moe_token_dispatcher is Megatron-core's MoE token dispatcher; it applies to @framework "
                    "megatron only"};
+    if (o.no_rope_fusion)
+      return Error{ErrorKind::kIncompatible, "no_rope_fusion",
+                   "@no_rope_fusion is Megatron's --no-rope-fusion; it applies to @framework megatron only"};
     return {};
   }
+  // Modeled (and measured: validation/megatron_mla_validation.py, norope-fusion cases) for MLA only.
+  if (o.no_rope_fusion && !m.mla)
+    return Error{ErrorKind::kIncompatible, "no_rope_fusion",
+                 "@no_rope_fusion is modeled for multi-latent attention only (kv_lora_rank); this model has "
+                 "standard attention, whose unfused RoPE is not modeled; drop it"};
   if ((o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store) && o.impl != TransformerImpl::kTransformerEngine)
     return Error{ErrorKind::kIncompatible, "fp8",
                  "@fp8 runs through TransformerEngine's modules; add @transformer_impl transformer_engine"};
@@ -120,6 +128,9 @@ void apply_recompute_modules(Graph& g, const ModelSpec& m, const Workload& w, bo
       // nothing; its inputs q_compressed, kv_compressed, k_pos_emb are kept), and after core
       // attention saved query, key, value, discard_output_and_register_recompute frees them.
       if (st.mcore_tag & (kTagMlaUpOut | kTagMlaUpNorm)) keep = false;
+      // Under SP its k_pos_emb input is the sequence-gathered rope key (TE spec) or a view of the
+      // gathered kv_combined (local spec): kept by the checkpoint only (op_graph.cc latent_attention).
+      if (st.mcore_tag & kTagMlaUpInput) keep = true;
     }
     st.selective_rule = keep ? 1 : 0;
   }
@@ -228,9 +239,8 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
     notes.push_back(fmt::format(
         "context parallelism: TE AttnFuncWithCPAndKVP2P (context_parallel.py l.2087-2142) keeps q, the last "
         "received k|v ring buffer (k's and v's bytes in one storage, in place of this rank's own), the output and "
-        "fp32 softmax_lse (b, a/t, s/cp): the bytes counted; and one 16-byte rng_state per ring step, {} bytes "
-        "more per layer than counted",
-        16 * (cp - 1)));
+        "fp32 softmax_lse (b, a/t, s/cp), and one 16-byte rng_state per ring step (l.2139): {} bytes per layer",
+        16 * cp));
   else
     notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
                     "transformer_engine)");
@@ -260,6 +270,11 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
         "fp8 on MLA: linear_q_down_proj and linear_kv_down_proj each keep their own fp8 copy of the input norm's "
         "output, the up projections (LayerNormLinear) an fp8 ln_out; under recompute_modules layernorm the down "
         "projections keep their original input instead, freed with the norm output (set_save_original_input)");
+  if (o.no_rope_fusion)
+    notes.push_back("no_rope_fusion (apply_rope_fusion False): MLA's RoPE runs unfused (multi_latent_attention.py "
+                    "l.920-981, rope_utils.py _apply_rotary_pos_emb_bshd): each of the q and k calls keeps its own "
+                    "cos_ and sin_ (s, 1, 1, dr) in the activation dtype, 4·e·s·dr bytes per layer (none under "
+                    "mla_up_proj, which runs it without grad)");
   if (recompute == Recompute::kSelective)
     notes.push_back(fmt::format("recompute_modules {} (recompute_granularity selective){}",
                                 recompute_modules_name(o.recompute_modules),

@@ -26,6 +26,9 @@ enum McoreTag : uint16_t {
   kTagMoeAct = 1u << 6,    // the routed experts' activation output (fc2's input): recompute "moe_act"
   kTagShared = 1u << 7,    // inside the shared experts (their input excluded): recompute "shared_experts"
   kTagMoeActInput = 1u << 8,  // fc1's output: the "moe_act" checkpoint keeps it (in bf16 even with the fp8 store)
+  // MLA under SP: a storage only the mla_up_proj checkpoint keeps (its k_pos_emb input: the
+  // sequence-gathered rope key, or the gathered kv_combined it is a view of)
+  kTagMlaUpInput = 1u << 11,
 };
 
 /// The Megatron options against the model and the rest of the workload: they apply to framework

@@ -209,6 +209,30 @@ TEST(MegatronTe, ErrorsNameTheField) {
   EXPECT_TRUE(megatron(te(Fp8Recipe::kNone, kRecomputeMoe | kRecomputeMoeAct | kRecomputeSharedExperts)).has_value());
 }
 
+// Context parallelism (TE context_parallel.py AttnFuncWithCPAndKVP2P, l.1674 and l.2131-2142):
+// per rank the layer sees s/cp tokens with the same per-token saves (the last received k|v ring
+// buffer in place of this rank's k and v, softmax_lse (b, a, s/cp) fp32 as softmaxStats), plus
+// one 16-byte rng_state per ring step: 16·cp bytes (measured: validation/te_validation.py, cp2).
+TEST(MegatronTe, ContextParallelKeepsOneRngStatePerRingStep) {
+  auto m = megatron(te());
+  for (int64_t cp : {2, 4}) {
+    Layout l;
+    l.seq_len = 4096;
+    l.micro_batch = 1;
+    l.parallel.cp = cp;
+    Totals t;
+    ASSERT_TRUE(evaluate(*m, l, t));
+    EXPECT_EQ(t.per_layer, kTePerToken * (kT / cp) + 16 * cp) << "cp " << cp;
+  }
+  // cp 2: 139,400 · 2,048 + 32 = 285,491,232 bytes
+  Layout l;
+  l.seq_len = 4096;
+  l.parallel.cp = 2;
+  Totals t;
+  ASSERT_TRUE(evaluate(*m, l, t));
+  EXPECT_EQ(t.per_layer, 285'491'232);
+}
+
 TEST(MegatronTe, OptionNames) {
   EXPECT_EQ(parse_recompute_modules("core_attn,mlp").value(), kRecomputeCoreAttn | kRecomputeMlp);
   EXPECT_EQ(recompute_modules_name(kRecomputeMlp | kRecomputeLayernorm | kRecomputeCoreAttn), "core_attn,layernorm,mlp");

@@ -34,6 +34,7 @@ struct TrainingFlags {
   std::string transformer_impl;   // --framework megatron (megatron_options.h); empty = local
   std::string fp8;                // empty = none
   bool activation_func_fp8_input_store = false;
+  bool no_rope_fusion = false;
   std::string recompute_modules;  // empty = core_attn
   std::string moe_token_dispatcher;  // empty = allgather
   // Megatron TopKRouter (empty / unset = the model's): policies/megatron_options.h MoeRouterOptions
@@ -96,6 +97,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--fp8", f.fp8, "TE fp8 recipe (with --transformer-impl): delayed or tensorwise");
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
+  cmd->add_flag("--no-rope-fusion", f.no_rope_fusion,
+                "megatron, MLA models: the unfused RoPE (Megatron's flag; keeps cos/sin per call)");
   cmd->add_option("--recompute-modules", f.recompute_modules,
                   "megatron, --recompute selective: core_attn (default), layernorm, mlp,\n"
                   "moe_act, moe, shared_experts, mla_up_proj");
@@ -225,6 +228,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (f.activation_func_fp8_input_store)
     named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
+  if (f.no_rope_fusion) named.emplace_back("no_rope_fusion", f.no_rope_fusion);
   if (!f.moe_token_dispatcher.empty()) named.emplace_back("moe_token_dispatcher", f.moe_token_dispatcher);
   if (!f.moe_router_score_function.empty())
     named.emplace_back("moe_router_score_function", f.moe_router_score_function);
