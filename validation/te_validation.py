@@ -44,7 +44,6 @@ CheckpointWithoutOutput counts 0, and a later storage at its address is a new on
     /usr/bin/python3 validation/te_validation.py --self-check
 """
 import dataclasses
-import math
 import os
 import sys
 

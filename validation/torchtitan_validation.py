@@ -43,7 +43,6 @@ plus what a checkpoint keeps outside the hooks (its inputs, the SAC cache).
 """
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
