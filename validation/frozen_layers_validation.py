@@ -15,17 +15,15 @@ final norm does the same and no layer saves RoPE's cos/sin. Full recomputation i
 checkpoint (the reentrant one gives the first trained layer's weights no gradient when its input
 needs none). Tolerance 1 % per layer (the middle one) and in total. Ends with `N passed, M failed`.
 """
-import argparse
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch  # noqa: E402
 
 import measure  # noqa: E402
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 
 
 def measure_frozen(cfg, run, frozen_layers, freeze_embeddings):
@@ -74,27 +72,15 @@ CASES = [
 ]
 
 
+def estimate(c, actmem, workdir):
+    extra = ["--frozen-layers", str(c["frozen"])] + (["--freeze-embeddings"] if c["embed"] else [])
+    return run_validation.call_actmem(actmem, c["name"], c["model"], c["run"], workdir, extra=extra)
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem", required=True)
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    passed = failed = 0
-    print(f"{'case':<26}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
-    with tempfile.TemporaryDirectory() as workdir:
-        for c in CASES:
-            m = measure_frozen(c["model"], c["run"], c["frozen"], c["embed"])
-            extra = ["--frozen-layers", str(c["frozen"])] + (["--freeze-embeddings"] if c["embed"] else [])
-            a, error = run_validation.call_actmem(args.actmem, c["name"], c["model"], c["run"], workdir, extra=extra)
-            if error:
-                print(f"{c['name']}: {error}")
-                failed += 1
-                continue
-            ok = run_validation.layer_and_total_row(c["name"], 26, m, a)
-            passed += ok
-            failed += not ok
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run_cases(CASES, lambda c: measure_frozen(c["model"], c["run"], c["frozen"], c["embed"]), estimate,
+                            lambda c, m, a: run_validation.layer_and_total_row(c["name"], 26, m, a),
+                            runner.layer_total_header(26), actmem_required=True)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Liger's transient is held in fp32 only: in bf16, torch 1.13's CPU matmul packs i
 temporary buffers (oneDNN), which cuBLAS does not (its workspace is preallocated). Ends with
 `N passed, M failed`.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -38,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+import runner
 from alloc_timeline import allocation_events, replay
 
 TOLERANCE = 0.01
@@ -197,34 +197,41 @@ CASES = [  # kind, s, b, h, V, dtype, chunks, transient checked
 ]
 
 
+def case_name(case):
+    kind, s, b, h, vocab, dtype_name, chunks, check_transient = case
+    loss = f"chunked:{chunks}" if kind == "chunked" else "fused-linear-ce"
+    return f"{loss} s{s} b{b} h{h} V{vocab} {dtype_name}"
+
+
+def measure_case(case):
+    kind, s, b, h, vocab, dtype_name, chunks, check_transient = case
+    return measure(kind, s, b, h, vocab, torch.bfloat16 if dtype_name == "bf16" else torch.float32, chunks)
+
+
+def estimate(case, actmem, workdir):
+    kind, s, b, h, vocab, dtype_name, chunks, check_transient = case
+    loss = f"chunked:{chunks}" if kind == "chunked" else "fused-linear-ce"
+    try:
+        return actmem_counts(actmem, s, b, h, vocab, dtype_name, loss), None
+    except (subprocess.CalledProcessError, OSError, StopIteration, KeyError) as e:
+        return None, f"actmem failed: {e} {getattr(e, 'stderr', '')}"
+
+
+def row(case, measured, estimated):
+    (saved, transient), (est_saved, est_transient), check_transient = measured, estimated, case[7]
+    err_saved = (est_saved - saved) / saved
+    err_transient = (est_transient - transient) / transient
+    ok = abs(err_saved) <= TOLERANCE and (not check_transient or abs(err_transient) <= TOLERANCE)
+    shown = f"{100 * err_transient:>+8.2f}" if check_transient else "   (cpu)"
+    print(f"{case_name(case):<40}{saved:>10}{est_saved:>10}{100 * err_saved:>+8.2f}{transient:>12}{est_transient:>12}"
+          f"{shown}  {'ok' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem", required=True)
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    passed = failed = 0
-    print(f"{'case':<40}{'saved':>10}{'actmem':>10}{'err%':>8}{'transient':>12}{'actmem':>12}{'err%':>8}")
-    for kind, s, b, h, vocab, dtype_name, chunks, check_transient in CASES:
-        dtype = torch.bfloat16 if dtype_name == "bf16" else torch.float32
-        loss = f"chunked:{chunks}" if kind == "chunked" else "fused-linear-ce"
-        name = f"{loss} s{s} b{b} h{h} V{vocab} {dtype_name}"
-        saved, transient = measure(kind, s, b, h, vocab, dtype, chunks)
-        try:
-            est_saved, est_transient = actmem_counts(args.actmem, s, b, h, vocab, dtype_name, loss)
-        except (subprocess.CalledProcessError, OSError, StopIteration, KeyError) as e:
-            print(f"{name}: actmem failed: {e} {getattr(e, 'stderr', '')}")
-            failed += 1
-            continue
-        err_saved = (est_saved - saved) / saved
-        err_transient = (est_transient - transient) / transient
-        ok = abs(err_saved) <= TOLERANCE and (not check_transient or abs(err_transient) <= TOLERANCE)
-        passed += ok
-        failed += not ok
-        shown = f"{100 * err_transient:>+8.2f}" if check_transient else "   (cpu)"
-        print(f"{name:<40}{saved:>10}{est_saved:>10}{100 * err_saved:>+8.2f}{transient:>12}{est_transient:>12}"
-              f"{shown}  {'ok' if ok else 'FAIL'}")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run_cases(CASES, measure_case, estimate, row,
+                            f"{'case':<40}{'saved':>10}{'actmem':>10}{'err%':>8}{'transient':>12}{'actmem':>12}{'err%':>8}",
+                            name=case_name, actmem_required=True)
 
 
 if __name__ == "__main__":

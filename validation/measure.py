@@ -53,31 +53,42 @@ def _storage_key(t):
     return t.storage().data_ptr()
 
 
-def _saver_names(root, by_key):
-    """Walk the autograd graph and note which node type saved each storage."""
+def saved_tensors(root, errors=RuntimeError):
+    """Walks the autograd graph from `root` and yields (node type name, value) for each value a node
+    keeps for backward: its _saved_* attributes (tuples and lists flattened) and, for custom
+    Functions (incl. the reentrant checkpoint), ctx.saved_tensors. Values may be non-tensors (ints,
+    None): the caller filters them and keys the storages. An attribute whose read raises `errors`
+    (e.g. the saved tensor has been freed) is passed over. Shared with gpu/measure_hf.py."""
     seen, stack = set(), [root]
     while stack:
         node = stack.pop()
         if node is None or node in seen:
             continue
         seen.add(node)
-        saved = []
+        saver = type(node).__name__
         for name in dir(node):
             if name.startswith("_saved_"):
                 try:
                     value = getattr(node, name)
-                except RuntimeError:
+                except errors:
                     continue
-                saved.extend(value if isinstance(value, (tuple, list)) else [value])
-        if hasattr(node, "saved_tensors"):  # custom Functions (incl. reentrant checkpoint)
+                for t in value if isinstance(value, (tuple, list)) else [value]:
+                    yield saver, t
+        if hasattr(node, "saved_tensors"):
             try:
-                saved.extend(node.saved_tensors)
-            except RuntimeError:
-                pass
-        for t in saved:
-            if isinstance(t, torch.Tensor) and t.dim() > 0 and _storage_key(t) in by_key:
-                by_key[_storage_key(t)].savers.add(type(node).__name__)
-        stack.extend(fn for fn, _ in node.next_functions)
+                saved = node.saved_tensors
+            except errors:
+                saved = ()
+            for t in saved:
+                yield saver, t
+        stack.extend(fn for fn, _ in getattr(node, "next_functions", ()))
+
+
+def _saver_names(root, by_key):
+    """Note which node type saved each storage."""
+    for saver, t in saved_tensors(root):
+        if isinstance(t, torch.Tensor) and t.dim() > 0 and _storage_key(t) in by_key:
+            by_key[_storage_key(t)].savers.add(saver)
 
 
 def _add_kept_by_checkpoint(watched, by_key, excluded):

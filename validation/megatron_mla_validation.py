@@ -17,11 +17,9 @@ freed by CheckpointWithoutOutput counts 0).
     /usr/bin/python3 validation/megatron_mla_validation.py --measure-only [--filter X]
     /usr/bin/python3 validation/megatron_mla_validation.py --self-check
 """
-import argparse
 import dataclasses
 import os
 import sys
-import tempfile
 
 import torch
 from torch import nn
@@ -29,6 +27,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 import te_validation as te  # noqa: E402
 from megatron_mla_models import MegatronMLALayer, MegatronMLAUnfusedRopeLayer  # noqa: E402
 
@@ -249,61 +248,54 @@ CASES = [
 ] + FP8_CASES
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem")
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--measure-only", action="store_true")
-    ap.add_argument("--self-check", action="store_true")
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    if args.self_check:
-        return 0 if self_check() else 1
-    cases = [c for c in CASES if args.filter in c[0]]
-    if not args.measure_only and not self_check():
-        return 1
-    passed = failed = 0
-    width = 34
-    print(f"{'case':<{width}}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
-    with tempfile.TemporaryDirectory() as workdir:
-        for name, model, attention, dtype, seq, batch, rc, mopts, *rest in cases:
-            cfg = models.ModelConfig(**model)
-            p = rest[0] if rest else 0.0
-            run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
-            par = None
-            if len(rest) > 1:
-                import parallel_models
+def setup(case):
+    """A case's ModelConfig, RunConfig and ParallelConfig (None: whole layers, te_validation.measure)."""
+    name, model, attention, dtype, seq, batch, rc, mopts, *rest = case
+    cfg = models.ModelConfig(**model)
+    p = rest[0] if rest else 0.0
+    run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
+    par = None
+    if len(rest) > 1:
+        import parallel_models
 
-                par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1],
-                                                     cp=rest[1][2] if len(rest[1]) > 2 else 1)
-                r = (measure_cp_rank(cfg, run, par, mopts) if par.cp > 1
-                     else measure_rank(cfg, run, par, mopts.modules))
-                if isinstance(r, dict):  # te_validation.measure's result (mla_up_proj)
-                    m = r
-                else:
-                    m = {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
-                         "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
-            else:
-                m = measure(cfg, run, mopts)
-            if args.measure_only:
-                print(f"{name:<{width}}{m['layer']:>11}{'':>18}{m['total']:>12}")
-                for region, shape, dt, nbytes in m["storages"]:
-                    if region in (m["middle"], "shared"):
-                        print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
-                continue
-            est, err = run_validation.call_actmem(args.actmem, f"mla-{name}", cfg, run, workdir, par=par,
-                                                  extra=te.cli_extra(mopts, rc) + ([] if getattr(mopts, "rope_fusion", True) else ["--no-rope-fusion"]))
-            if err:
-                print(f"{name}: {err}")
-                failed += 1
-                continue
-            ok = run_validation.layer_and_total_row(
-                name, width, measured(m["layer"], m["total"], m), est)
-            passed += ok
-            failed += not ok
-    if not args.measure_only:
-        print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+        par = parallel_models.ParallelConfig(tp=rest[1][0], sp=rest[1][1], cp=rest[1][2] if len(rest[1]) > 2 else 1)
+    return cfg, run, par
+
+
+def measure_case(case):
+    cfg, run, par = setup(case)
+    if par is None:
+        return measure(cfg, run, case[7])
+    mopts = case[7]
+    r = measure_cp_rank(cfg, run, par, mopts) if par.cp > 1 else measure_rank(cfg, run, par, mopts.modules)
+    if isinstance(r, dict):  # te_validation.measure's result (mla_up_proj, CP)
+        return r
+    return {"layer": r.per_layer_bytes, "total": r.total_bytes, "middle": f"layer {cfg.layers // 2}",
+            "storages": [(st.region, st.shape, st.dtype, st.bytes) for st in r.storages]}
+
+
+def estimate_case(case, actmem, workdir):
+    cfg, run, par = setup(case)
+    return run_validation.call_actmem(actmem, f"mla-{case[0]}", cfg, run, workdir, par=par,
+                                      extra=te.cli_extra(case[7], case[6]) +
+                                      ([] if getattr(case[7], "rope_fusion", True) else ["--no-rope-fusion"]))
+
+
+WIDTH = 34
+
+
+def measure_only_row(case, m):
+    print(f"{case[0]:<{WIDTH}}{m['layer']:>11}{'':>18}{m['total']:>12}")
+    runner.print_storages(m)
+
+
+def row(case, m, est):
+    return run_validation.layer_and_total_row(case[0], WIDTH, measured(m["layer"], m["total"], m), est)
+
+
+def main():
+    return runner.run_cases(CASES, measure_case, estimate_case, row, runner.layer_total_header(WIDTH),
+                            measure_only=measure_only_row, self_check=self_check)
 
 
 class measured:  # the fields layer_and_total_row reads (measure.Measurement's names)

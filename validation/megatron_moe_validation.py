@@ -13,10 +13,8 @@ group-limited top-k, scaling, load-balancing type / coefficient 0, z-loss, route
 --self-check: the recompute modules (moe_act's CheckpointWithoutOutput, the moe and shared_experts
 checkpoints, layernorm) give the gradients of the plain layer (fp32). Ends with `N passed, M failed`.
 """
-import argparse
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -24,6 +22,7 @@ import torch  # noqa: E402
 import megatron_moe_models as mm  # noqa: E402
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 import te_validation as tv  # noqa: E402
 
 torch.set_num_threads(2)
@@ -253,45 +252,33 @@ def self_check_fp8():
     return ok
 
 
+WIDTH = 38
+
+
+def measure_only_row(c, m):
+    print(f"{c['name']:<{WIDTH}}{m['layer']:>11}{'':>11}{'':>7}{m['total']:>12}")
+    runner.print_storages(m)
+
+
+def estimate(c, actmem, workdir):
+    extra = tv.cli_extra(c["opts"], c["run"].recompute) + (c["router"].cli() if c["router"] else [])
+    return run_validation.call_actmem(actmem, c["name"], c["model"], c["run"], workdir, extra=extra)
+
+
+def row(c, m, a):
+    measured = run_validation.measure.Measurement(m["layer"], m["total"], 0, 0, {}, [])
+    ok = run_validation.layer_and_total_row(c["name"], WIDTH, measured, a)
+    if not ok:
+        for region, shape, dt, nbytes in m["storages"]:
+            if region == m["middle"]:
+                print(f"    {str(shape):24s} {dt:9s} {nbytes:9d}")
+    return ok
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem")
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--measure-only", action="store_true")
-    ap.add_argument("--self-check", action="store_true")
-    args = ap.parse_args()
-    if args.self_check:
-        return 0 if self_check() else 1
-    cases = [c for c in CASES if args.filter in c["name"]]
-    passed = failed = 0
-    width = 38
-    print(f"{'case':<{width}}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}")
-    with tempfile.TemporaryDirectory() as workdir:
-        for c in cases:
-            m = mm.measure(c["model"], c["run"], c["opts"], router=c["router"])
-            if args.measure_only:
-                print(f"{c['name']:<{width}}{m['layer']:>11}{'':>11}{'':>7}{m['total']:>12}")
-                for region, shape, dt, nbytes in m["storages"]:
-                    if region in (m["middle"], "shared"):
-                        print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
-                continue
-            extra = tv.cli_extra(c["opts"], c["run"].recompute) + (c["router"].cli() if c["router"] else [])
-            a, error = run_validation.call_actmem(args.actmem, c["name"], c["model"], c["run"], workdir, extra=extra)
-            if error:
-                print(f"{c['name']}: {error}")
-                failed += 1
-                continue
-            measured = run_validation.measure.Measurement(m["layer"], m["total"], 0, 0, {}, [])
-            ok = run_validation.layer_and_total_row(c["name"], width, measured, a)
-            if not ok:
-                for region, shape, dt, nbytes in m["storages"]:
-                    if region == m["middle"]:
-                        print(f"    {str(shape):24s} {dt:9s} {nbytes:9d}")
-            passed += ok
-            failed += not ok
-    if not args.measure_only:
-        print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run_cases(CASES, lambda c: mm.measure(c["model"], c["run"], c["opts"], router=c["router"]), estimate, row,
+                            runner.layer_total_header(WIDTH), measure_only=measure_only_row, self_check=self_check,
+                            check_first=False)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,11 @@ low: at this size its per-expert index tensors and routing-weight columns are un
 stay on the GPU (actmem assumes no saved tensor is that small). Ends with
 `N passed, M failed`.
 """
-import argparse
 import gc
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -43,6 +41,7 @@ import torch.nn.functional as F  # noqa: E402
 import measure  # noqa: E402
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 
 TOLERANCE = 0.01
 MIN_OFFLOAD_SIZE = 1024  # OffloadActivations(min_offload_size=1024)
@@ -115,36 +114,33 @@ CASES = [
 ]
 
 
+def estimate(c, actmem, workdir):
+    """actmem's `memory` for the case, or its command line and stderr."""
+    path = os.path.join(workdir, c["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(run_validation.hf_config(c["model"], c["run"]), f)
+    cli = run_validation.cli_args(actmem, path, c["run"], extra=["--offload-activations"])
+    proc = subprocess.run(cli, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, f"{' '.join(cli)}\n{proc.stderr.strip()}"
+    return json.loads(proc.stdout)["memory"], None
+
+
+def row(c, measured, memory):
+    gpu, host = measured
+    est_gpu = memory["activations_bytes"]
+    est_host = memory["host_activations_bytes"]
+    e = (est_gpu - gpu) / gpu
+    ok = abs(e) <= TOLERANCE
+    print(f"{c['name']:<30}{gpu:>10}{est_gpu:>10}{100 * e:>+8.2f}{host:>12}{est_host:>12}"
+          f"{host / est_host:>7.2f}  {'ok' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem", required=True)
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    passed = failed = 0
-    print(f"{'case':<30}{'gpu':>10}{'actmem':>10}{'err%':>8}{'host':>12}{'actmem':>12}{'ratio':>7}")
-    with tempfile.TemporaryDirectory() as workdir:
-        for c in CASES:
-            gpu, host = measure_offload(c["model"], c["run"])
-            path = os.path.join(workdir, c["name"] + ".json")
-            with open(path, "w") as f:
-                json.dump(run_validation.hf_config(c["model"], c["run"]), f)
-            cli = run_validation.cli_args(args.actmem, path, c["run"], extra=["--offload-activations"])
-            proc = subprocess.run(cli, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{c['name']}: {' '.join(cli)}\n{proc.stderr.strip()}")
-                failed += 1
-                continue
-            memory = json.loads(proc.stdout)["memory"]
-            est_gpu = memory["activations_bytes"]
-            est_host = memory["host_activations_bytes"]
-            e = (est_gpu - gpu) / gpu
-            ok = abs(e) <= TOLERANCE
-            passed += ok
-            failed += not ok
-            print(f"{c['name']:<30}{gpu:>10}{est_gpu:>10}{100 * e:>+8.2f}{host:>12}{est_host:>12}"
-                  f"{host / est_host:>7.2f}  {'ok' if ok else 'FAIL'}")
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run_cases(CASES, lambda c: measure_offload(c["model"], c["run"]), estimate, row,
+                            f"{'case':<30}{'gpu':>10}{'actmem':>10}{'err%':>8}{'host':>12}{'actmem':>12}{'ratio':>7}",
+                            actmem_required=True)
 
 
 if __name__ == "__main__":

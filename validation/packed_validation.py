@@ -18,18 +18,16 @@ layer (the middle one) and in total AND the change that packing makes (packed - 
 and in total) is the estimate's change to the byte: the cu_seqlens are a few bytes per layer, far
 inside 1 %. Ends with `N passed, M failed`.
 """
-import argparse
 import dataclasses
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch  # noqa: E402
 
 import measure  # noqa: E402
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 
 MISTRAL = dict(run_validation.LLAMA_GQA, family="mistral", heads=8, kv_heads=2, head_dim=40, ffn=736)
 
@@ -62,39 +60,38 @@ CASES = [
 ]
 
 
+def measure_case(c):
+    """(unpacked, packed) measurements."""
+    flat = dataclasses.replace(c["run"], packed_docs=0)
+    return measure.measure(c["model"], flat, backward=True), measure.measure(c["model"], c["run"], backward=True)
+
+
+def estimate(c, actmem, workdir):
+    """(unpacked, packed) estimates."""
+    flat = dataclasses.replace(c["run"], packed_docs=0)
+    a_flat, error = run_validation.call_actmem(actmem, c["name"] + "-unpacked", c["model"], flat, workdir)
+    if not error:
+        a, error = run_validation.call_actmem(actmem, c["name"], c["model"], c["run"], workdir)
+    return (None, error) if error else ((a_flat, a), None)
+
+
+def row(c, measured, estimated):
+    (m_flat, m), (a_flat, a) = measured, estimated
+    ok = run_validation.layer_and_total_row(c["name"], 26, m, a)
+    d_meas = (m.per_layer_bytes - m_flat.per_layer_bytes, m.total_bytes - m_flat.total_bytes)
+    d_est = (a["per_layer_bytes"] - a_flat["per_layer_bytes"], a["total_bytes"] - a_flat["total_bytes"])
+    same = d_meas == d_est
+    print(f"{'':<26}packing adds: layer {d_meas[0]:+d} measured, {d_est[0]:+d} estimated; "
+          f"total {d_meas[1]:+d} measured, {d_est[1]:+d} estimated  {'ok' if same else 'FAIL'}")
+    if not same:
+        print(measure.format_storages(m))
+    return ok and same
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem", required=True)
-    args = ap.parse_args()
-    torch.set_num_threads(2)
-    passed = failed = 0
-    print(f"{'case':<26}{'meas/layer':>11}{'est/layer':>11}{'err%':>7}{'meas total':>12}{'est total':>12}{'err%':>7}"
-          f"  {'packing adds (measured = estimated): layer, total':s}")
-    with tempfile.TemporaryDirectory() as workdir:
-        for c in CASES:
-            flat = dataclasses.replace(c["run"], packed_docs=0)
-            m_flat = measure.measure(c["model"], flat, backward=True)
-            m = measure.measure(c["model"], c["run"], backward=True)
-            a_flat, error = run_validation.call_actmem(args.actmem, c["name"] + "-unpacked", c["model"], flat, workdir)
-            if not error:
-                a, error = run_validation.call_actmem(args.actmem, c["name"], c["model"], c["run"], workdir)
-            if error:
-                print(f"{c['name']}: {error}")
-                failed += 1
-                continue
-            ok = run_validation.layer_and_total_row(c["name"], 26, m, a)
-            d_meas = (m.per_layer_bytes - m_flat.per_layer_bytes, m.total_bytes - m_flat.total_bytes)
-            d_est = (a["per_layer_bytes"] - a_flat["per_layer_bytes"], a["total_bytes"] - a_flat["total_bytes"])
-            same = d_meas == d_est
-            print(f"{'':<26}packing adds: layer {d_meas[0]:+d} measured, {d_est[0]:+d} estimated; "
-                  f"total {d_meas[1]:+d} measured, {d_est[1]:+d} estimated  {'ok' if same else 'FAIL'}")
-            if not same:
-                print(measure.format_storages(m))
-            ok = ok and same
-            passed += ok
-            failed += not ok
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return runner.run_cases(CASES, measure_case, estimate, row,
+                            runner.layer_total_header(26) + f"  {'packing adds (measured = estimated): layer, total':s}",
+                            actmem_required=True)
 
 
 if __name__ == "__main__":

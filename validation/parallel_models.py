@@ -34,8 +34,6 @@ the vocabulary to a multiple of t; here the partition is ceil(V/t)). Activation 
 as Megatron. Sequence: s_loc = s/cp on the rank; the residual stream is s_loc/t under SP.
 """
 import dataclasses
-import functools
-import math
 
 import torch
 import torch.nn as nn

@@ -47,7 +47,6 @@ Exit status 1 when a rank's peak and actmem's in_flight_by_stage differ by more 
 """
 import argparse
 import dataclasses
-import functools
 import os
 import sys
 import tempfile

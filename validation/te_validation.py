@@ -43,12 +43,9 @@ CheckpointWithoutOutput counts 0, and a later storage at its address is a new on
     /usr/bin/python3 validation/te_validation.py --measure-only [--filter X]
     /usr/bin/python3 validation/te_validation.py --self-check
 """
-import argparse
 import dataclasses
-import math
 import os
 import sys
-import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 import parallel_models  # noqa: E402
 import run_validation  # noqa: E402
+import runner  # noqa: E402
 from emulated_ops import BiasGeLUFn, SwiGLUFn, _attention_math, _rotate_half, dropout  # noqa: E402
 
 
@@ -717,53 +715,37 @@ def cli_extra(opts: MegatronOpts, recompute):
     return extra
 
 
+def setup(case):
+    """A case's ModelConfig, RunConfig and ParallelConfig (None: whole layers)."""
+    name, model, dtype, seq, batch, rc, mopts, *rest = case
+    cfg = models.ModelConfig(**model)
+    attention = "flash" if mopts.impl == TE else "eager"
+    p = rest[0] if rest else 0.0
+    par = rest[1] if len(rest) > 1 else None
+    run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
+    return cfg, run, par
+
+
+def measure_case(case):
+    cfg, run, par = setup(case)
+    return measure(cfg, run, case[6], par=par)
+
+
+def estimate_case(case, actmem, workdir):
+    cfg, run, par = setup(case)
+    return run_validation.call_actmem(actmem, case[0], cfg, run, workdir, par=par, extra=cli_extra(case[6], case[5]))
+
+
+def measure_only_row(case, m):
+    print(f"{case[0]:34s} {m['layer']:11d} {'':11s} {m['total']:11d}")
+    runner.print_storages(m)
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem")
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--measure-only", action="store_true")
-    ap.add_argument("--self-check", action="store_true")
-    ap.add_argument("--list", action="store_true")
-    opts = ap.parse_args()
-    if opts.self_check:
-        return 0 if self_check() else 1
-    cases = [c for c in CASES + PAR_CASES if opts.filter in c[0]]
-    if opts.list:
-        print("\n".join(c[0] for c in cases))
-        return 0
-    if not opts.measure_only and not self_check():
-        return 1
-    failed = 0
-    with tempfile.TemporaryDirectory() as workdir:
-        print(f"{'case':34s} {'layer meas':>11s} {'est':>11s} {'total meas':>11s} {'est':>11s}  err")
-        for name, model, dtype, seq, batch, rc, mopts, *rest in cases:
-            cfg = models.ModelConfig(**model)
-            attention = "flash" if mopts.impl == TE else "eager"
-            p = rest[0] if rest else 0.0
-            par = rest[1] if len(rest) > 1 else None
-            run = models.RunConfig("megatron", attention, rc, dtype, seq, batch, hidden_dropout=p, attention_dropout=p)
-            m = measure(cfg, run, mopts, par=par)
-            if opts.measure_only:
-                print(f"{name:34s} {m['layer']:11d} {'':11s} {m['total']:11d}")
-                for region, shape, dt, nbytes in m["storages"]:
-                    if region in (m["middle"], "shared"):
-                        print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
-                continue
-            est, err = run_validation.call_actmem(opts.actmem, name, cfg, run, workdir, par=par,
-                                                  extra=cli_extra(mopts, rc))
-            if err:
-                print(f"{name:34s} FAIL {err}")
-                failed += 1
-                continue
-            e_layer, e_total = int(est["per_layer_bytes"]), int(est["total_bytes"])
-            worst = max(abs(e_layer - m["layer"]) / m["layer"], abs(e_total - m["total"]) / m["total"])
-            ok = worst <= 0.01
-            failed += not ok
-            print(f"{name:34s} {m['layer']:11d} {e_layer:11d} {m['total']:11d} {e_total:11d}  {worst * 100:.3f}%"
-                  f"{'' if ok else '  FAIL'}")
-    if not opts.measure_only:
-        print(f"{len(cases) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return runner.run_cases(CASES + PAR_CASES, measure_case, estimate_case,
+                            lambda case, m, est: runner.worst_row(case[0], 34, m["layer"], m["total"], est),
+                            runner.worst_header(34), measure_only=measure_only_row, self_check=self_check,
+                            listing=True, error_line=lambda name, err: f"{name:34s} FAIL {err}", threads=None)
 
 
 if __name__ == "__main__":

@@ -41,14 +41,11 @@ plus what a checkpoint keeps outside the hooks (its inputs, the SAC cache).
     /usr/bin/python3 validation/torchtitan_validation.py --measure-only [--filter X]
     /usr/bin/python3 validation/torchtitan_validation.py --self-check
 """
-import argparse
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
-import tempfile
 from collections import defaultdict
 
 import torch
@@ -58,6 +55,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
 from emulated_ops import RMSNormFn, _attention_math  # noqa: E402
 
 aten = torch.ops.aten
@@ -430,49 +428,33 @@ def call_actmem(actmem, name, a, dtype, seq, batch, mode, every, workdir):
     return json.loads(proc.stdout)["activations"], None
 
 
+def layer_region(case):
+    """The per-layer figure's region: a layer that runs normally under selective N (layer 0), else the
+    middle one."""
+    name, a, dtype, seq, batch, mode, every = case
+    return "layer 0" if mode == "layer" else f"layer {a.n_layers // 2}"
+
+
+def measure_case(case):
+    """(measurement, per-layer bytes)."""
+    name, a, dtype, seq, batch, mode, every = case
+    m = measure(a, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], seq, batch, mode, every)
+    return m, m["regions"].get(layer_region(case), 0)
+
+
+def measure_only_row(case, measured):
+    m, layer = measured
+    print(f"{case[0]:36s} {layer:11d} {'':11s} {m['total']:11d}")
+    for key, (nbytes, region, shape, dt) in m["storages"].items():
+        if region in (layer_region(case), "embedding", "head"):
+            print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--actmem")
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--measure-only", action="store_true")
-    ap.add_argument("--self-check", action="store_true")
-    ap.add_argument("--list", action="store_true")
-    opts = ap.parse_args()
-    if opts.self_check:
-        return 0 if self_check() else 1
-    cases = [c for c in CASES if opts.filter in c[0]]
-    if opts.list:
-        print("\n".join(c[0] for c in cases))
-        return 0
-    if not opts.measure_only and not self_check():
-        return 1
-    failed = 0
-    with tempfile.TemporaryDirectory() as workdir:
-        print(f"{'case':36s} {'layer meas':>11s} {'est':>11s} {'total meas':>11s} {'est':>11s}  err")
-        for name, a, dtype, seq, batch, mode, every in cases:
-            m = measure(a, {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype], seq, batch, mode, every)
-            # the per-layer figure is a layer that runs normally under selective N (layer 0), else the middle one
-            layer = m["regions"].get("layer 0" if mode == "layer" else f"layer {a.n_layers // 2}", 0)
-            if opts.measure_only:
-                print(f"{name:36s} {layer:11d} {'':11s} {m['total']:11d}")
-                for key, (nbytes, region, shape, dt) in m["storages"].items():
-                    if region in ("layer 0" if mode == "layer" else f"layer {a.n_layers // 2}", "embedding", "head"):
-                        print(f"    {region:9s} {str(shape):24s} {dt:9s} {nbytes:9d}")
-                continue
-            est, err = call_actmem(opts.actmem, name, a, dtype, seq, batch, mode, every, workdir)
-            if err:
-                print(f"{name:36s} FAIL {err}")
-                failed += 1
-                continue
-            e_layer, e_total = int(est["per_layer_bytes"]), int(est["total_bytes"])
-            worst = max(abs(e_layer - layer) / layer, abs(e_total - m["total"]) / m["total"])
-            ok = worst <= 0.01
-            failed += not ok
-            print(f"{name:36s} {layer:11d} {e_layer:11d} {m['total']:11d} {e_total:11d}  {worst * 100:.3f}%"
-                  f"{'' if ok else '  FAIL'}")
-    if not opts.measure_only:
-        print(f"{len(cases) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return runner.run_cases(CASES, measure_case, lambda case, actmem, workdir: call_actmem(actmem, *case, workdir),
+                            lambda case, m, est: runner.worst_row(case[0], 36, m[1], m[0]["total"], est),
+                            runner.worst_header(36), measure_only=measure_only_row, self_check=self_check,
+                            listing=True, error_line=lambda name, err: f"{name:36s} FAIL {err}", threads=None)
 
 
 if __name__ == "__main__":

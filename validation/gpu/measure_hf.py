@@ -207,33 +207,15 @@ def _storage(t):
 
 def _saver_names(root, by_key):
     """The autograd node class that saved each storage (e.g. ScaledDotProductFlashAttentionBackward0)."""
-    seen, stack = set(), [root]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        saved = []
-        for attr in dir(node):
-            if attr.startswith("_saved_"):
-                try:
-                    value = getattr(node, attr)
-                except Exception:
-                    continue
-                saved.extend(value if isinstance(value, (tuple, list)) else [value])
-        if hasattr(node, "saved_tensors"):
-            try:
-                saved.extend(node.saved_tensors)
-            except Exception:
-                pass
-        for t in saved:
-            try:
-                key = _storage(t).data_ptr() if hasattr(t, "dim") and t.dim() > 0 else None
-            except Exception:
-                key = None
-            if key in by_key:
-                by_key[key]["savers"].add(type(node).__name__)
-        stack.extend(fn for fn, _ in getattr(node, "next_functions", ()))
+    import measure
+
+    for saver, t in measure.saved_tensors(root, errors=Exception):
+        try:
+            key = _storage(t).data_ptr() if hasattr(t, "dim") and t.dim() > 0 else None
+        except Exception:
+            key = None
+        if key in by_key:
+            by_key[key]["savers"].add(saver)
 
 
 def measure_step(model, forward, current_region, device, layers, use_hooks, warmup):
