@@ -271,6 +271,11 @@ constexpr ArgRule kRules[] = {
     {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
     {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
     {"moe-layer-recompute", Use::kRead}, {"moe-token-dispatcher-type", Use::kRead},
+    // Activation CPU offloading (policies/cpu_offloading.h): arguments.py l.1950 turns it on when > 0.
+    {"cpu-offloading-num-layers", Use::kRead}, {"cpu-offloading-retain-pinned-cpu-buffers", Use::kNoEffect},
+    {"fine-grained-activation-offloading", Use::kNotModelled,
+     "fine-grained activation offloading (module inputs in CPU memory; counted on the GPU)"},
+    {"offload-modules", Use::kNotModelled, "fine-grained activation offloading's modules"},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -548,6 +553,10 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   if (in.has("moe-token-dispatcher-type")) {  // allgather (default) or alltoall; flex is refused
     ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
     set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
+  }
+  if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
+    ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
+    if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
   }
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
