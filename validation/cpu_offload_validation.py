@@ -50,6 +50,7 @@ import torch  # noqa: E402
 
 import models  # noqa: E402
 import run_validation  # noqa: E402
+import megatron_moe_models  # noqa: E402
 import te_validation  # noqa: E402
 
 TOLERANCE = 0.01
@@ -62,6 +63,13 @@ MegatronOpts = te_validation.MegatronOpts
 LLAMA4L = dict(te_validation.LLAMA, layers=4)
 GPT4L = dict(te_validation.GPT, layers=4, max_positions=1024)
 LLAMA_MHA4L = dict(te_validation.LLAMA_MHA, layers=4)
+# Megatron-core MoE layers (megatron_moe_models.py): Mixtral-like, and Qwen2-MoE-like with layer 0
+# dense (unequal layers: the window walk over layer kinds)
+MIXTRAL4L = dict(run_validation.MIXTRAL, layers=4)
+QWEN2_MOE4L = dict(run_validation.QWEN2_MOE, layers=4, mlp_only_layers=(0,))
+# ... and with a wide dense layer 0 and a small vocabulary: the peak is reached mid-forward (and again
+# in backward), while layer 0 is still resident, not at the end of the forward with the head and loss
+BIG_DENSE4L = dict(QWEN2_MOE4L, dense_ffn=4000, vocab=200)
 
 
 def _storage_key(t):
@@ -82,9 +90,9 @@ class FusedAttnMarked(_FusedAttnFn):
         return _FusedAttnFn.forward(ctx, *args, **kwargs)
 
 
-def record_saves(cfg, run, opts, seed=0):
+def record_saves(cfg, run, opts, seed=0, build=None):
     """One forward; every saved tensor as (region, tensor, key, nbytes of its storage, offloadable)."""
-    model = te_validation.build(cfg, run, opts, seed)
+    model = (build or te_validation.build)(cfg, run, opts, seed)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
     labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
@@ -167,9 +175,10 @@ def replay(saves, num_layers, n):
     return peak[2], f"{peak[0]} {peak[1]}", host, steps
 
 
-def case(name, model, dtype, seq, batch, n, opts, dropout=0.0, recompute="none", extra=(), refuse=False):
+def case(name, model, dtype, seq, batch, n, opts, dropout=0.0, recompute="none", extra=(), refuse=False,
+         moe=False):
     return dict(name=name, model=model, dtype=dtype, seq=seq, batch=batch, n=n, opts=opts, dropout=dropout,
-                recompute=recompute, extra=list(extra), refuse=refuse)
+                recompute=recompute, extra=list(extra), refuse=refuse, moe=moe)
 
 
 CASES = [
@@ -189,6 +198,11 @@ CASES = [
     # MHA with RoPE: q and k are new RoPE outputs, v still a strided slice of the fused QKV output
     case("local-llama-mha-n2-bf16", LLAMA_MHA4L, "bf16", 512, 4, 2, MegatronOpts("local")),
     case("te-llama-mha-n3-bf16", LLAMA_MHA4L, "bf16", 512, 4, 3, MegatronOpts(TE)),
+    case("moe-mixtral-te-n2-bf16", MIXTRAL4L, "bf16", 512, 2, 2, MegatronOpts(TE), moe=True),
+    case("moe-qwen2-local-n1-bf16", QWEN2_MOE4L, "bf16", 512, 2, 1, MegatronOpts("local"), moe=True),
+    case("moe-qwen2-te-n3-bf16", QWEN2_MOE4L, "bf16", 512, 2, 3, MegatronOpts(TE), moe=True),
+    case("moe-bigdense-te-n1-bf16", BIG_DENSE4L, "bf16", 512, 2, 1, MegatronOpts(TE), moe=True),
+    case("moe-bigdense-te-n2-bf16", BIG_DENSE4L, "bf16", 512, 2, 2, MegatronOpts(TE), moe=True),
     # Refused by Megatron (transformer_config.py l.1884-1899), so by actmem: exit 2 naming the flag.
     case("refuse-n-equals-layers", LLAMA4L, "bf16", 512, 2, 4, MegatronOpts(TE), refuse=True),
     case("refuse-full-recompute", LLAMA4L, "bf16", 512, 2, 2, MegatronOpts(TE), recompute="full", refuse=True),
@@ -236,7 +250,7 @@ def main():
                 print(f"{c['name']:30s} refused (exit {proc.returncode}): {proc.stderr.strip()[:110]}"
                       f"{'' if ok else '  FAIL'}")
                 continue
-            saves = record_saves(cfg, run, c["opts"])
+            saves = record_saves(cfg, run, c["opts"], build=megatron_moe_models.build if c["moe"] else None)
             gpu, where, host, steps = replay(saves, cfg.layers, c["n"])
             if opts.measure_only:
                 print(f"{c['name']:30s}{gpu:>11d}{'':>11s}{'':>8s}{host:>11d}{'':>11s}{'':>8s}  {where}")

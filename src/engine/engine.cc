@@ -757,7 +757,8 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     const Bytes transient = largest_transient(rank == par.pp - 1);
     // Offloading (one stage, check_offload): the GPU keeps the head's and the checkpoint keywords.
     const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu
-                         : cpu_off_n > 0       ? stage - layers + Bytes{cpu_off.gpu}
+                         : cpu_off_n > 0       ? stage - layers - Bytes{head_loss} +
+                                               std::max(Bytes{cpu_off.last} + Bytes{head_loss}, Bytes{cpu_off.gpu})
                                                : stage;
     int64_t fp8_elements = 0;  // the stage's TE linear weight elements per TP rank (fp8 weight cache)
     if (fp8_cache_on)

@@ -57,6 +57,8 @@ struct CpuOffloadSplit {
   int64_t gpu = 0;        // the most the GPU holds of the layers' saved tensors at once
   int64_t host = 0;       // pinned host bytes of the offloaded layers' own storages
   int64_t peak_step = 0;  // the layer (forward or backward step) at which `gpu` is reached
+  int64_t last = 0;       // at the last layer (k = L − 1): with the head and loss saved after it, the
+                          // end of the forward; the other steps run without them
 };
 
 /// The window walk above: layers [0, L), the first n offloaded; full(i) = everything layer i saves,
@@ -78,6 +80,7 @@ CpuOffloadSplit cpu_offload_split(int64_t num_layers, int64_t n, Full full, Kept
       r.peak_step = k;
     }
   }
+  r.last = window + small;
   for (int64_t i = 0; i < n; ++i) r.host += full(i) - kept(i);
   return r;
 }

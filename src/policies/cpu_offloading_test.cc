@@ -31,6 +31,7 @@ TEST(CpuOffloading, WindowOfLMinusNLayers) {
                                         [&](int64_t i) { return kept[static_cast<std::size_t>(i)]; });
   EXPECT_EQ(uneq.gpu, 101);
   EXPECT_EQ(uneq.peak_step, 2);
+  EXPECT_EQ(uneq.last, 9);  // the end of the forward, to which the head and loss are added
   EXPECT_EQ(uneq.host, (1 - 0) + (100 - 7));
 }
 
