@@ -90,12 +90,15 @@ class FusedAttnMarked(_FusedAttnFn):
         return _FusedAttnFn.forward(ctx, *args, **kwargs)
 
 
-def record_saves(cfg, run, opts, seed=0, build=None):
-    """One forward; every saved tensor as (region, tensor, key, nbytes of its storage, offloadable)."""
-    model = (build or te_validation.build)(cfg, run, opts, seed)
+def record_saves(cfg, run, opts, seed=0, build=None, par=None):
+    """One forward; every saved tensor as (region, tensor, key, nbytes of its storage, offloadable).
+    With `par`, one tensor/sequence/context-parallel rank (te_validation.build's MegatronRankModel):
+    TE checks each rank's own tensors against the threshold."""
+    model = build(cfg, run, opts, seed) if build else te_validation.build(cfg, run, opts, seed, par)
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
-    labels = torch.randint(0, cfg.vocab, (run.micro_batch, run.seq_len), generator=g)
+    seq = run.seq_len // (par.cp if par else 1)  # a CP rank's tokens
+    ids = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=g)
+    labels = torch.randint(0, cfg.vocab, (run.micro_batch, seq), generator=g)
     params = {_storage_key(p) for p in model.parameters()}
     saves = []
 
@@ -176,9 +179,13 @@ def replay(saves, num_layers, n):
 
 
 def case(name, model, dtype, seq, batch, n, opts, dropout=0.0, recompute="none", extra=(), refuse=False,
-         moe=False):
+         moe=False, par=None):
     return dict(name=name, model=model, dtype=dtype, seq=seq, batch=batch, n=n, opts=opts, dropout=dropout,
-                recompute=recompute, extra=list(extra), refuse=refuse, moe=moe)
+                recompute=recompute, extra=list(extra), refuse=refuse, moe=moe, par=par)
+
+
+P = te_validation.parallel_models.ParallelConfig
+LLAMA_TP4L = dict(te_validation.LLAMA_TP, layers=4)
 
 
 CASES = [
@@ -203,6 +210,12 @@ CASES = [
     case("moe-qwen2-te-n3-bf16", QWEN2_MOE4L, "bf16", 512, 2, 3, MegatronOpts(TE), moe=True),
     case("moe-bigdense-te-n1-bf16", BIG_DENSE4L, "bf16", 512, 2, 1, MegatronOpts(TE), moe=True),
     case("moe-bigdense-te-n2-bf16", BIG_DENSE4L, "bf16", 512, 2, 2, MegatronOpts(TE), moe=True),
+    # One TP 2 + SP rank (s/t tokens per rank in the norms: 1024 · 256 / 2 = 131,072 elements, kept)
+    # and one TP 2 rank without SP (the h-wide tensors move). Not a CP rank: there the emulated ring
+    # buffer (k|v in one 262,144-element tensor) moves while actmem keeps k and v as two storages
+    # under the threshold (+1.8 % GPU, one layer input's bytes per layer); not modelled.
+    case("te-llama-tp2-sp-n2-bf16", LLAMA_TP4L, "bf16", 512, 2, 2, MegatronOpts(TE), par=P(2, True)),
+    case("te-llama-tp2-n2-bf16", LLAMA_TP4L, "bf16", 512, 2, 2, MegatronOpts(TE), par=P(2)),
     # Refused by Megatron (transformer_config.py l.1884-1899), so by actmem: exit 2 naming the flag.
     case("refuse-n-equals-layers", LLAMA4L, "bf16", 512, 2, 4, MegatronOpts(TE), refuse=True),
     case("refuse-full-recompute", LLAMA4L, "bf16", 512, 2, 2, MegatronOpts(TE), recompute="full", refuse=True),
@@ -216,7 +229,7 @@ def run_cli(actmem, c, cfg, run, workdir):
     path = os.path.join(workdir, c["name"] + ".json")
     with open(path, "w") as f:
         json.dump(run_validation.hf_config(cfg, run), f)
-    args = run_validation.cli_args(actmem, path, run, extra=te_validation.cli_extra(c["opts"], c["recompute"]) +
+    args = run_validation.cli_args(actmem, path, run, c["par"], extra=te_validation.cli_extra(c["opts"], c["recompute"]) +
                                    ["--cpu-offloading-num-layers", str(c["n"])] + c["extra"])
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     return args, proc
@@ -250,7 +263,8 @@ def main():
                 print(f"{c['name']:30s} refused (exit {proc.returncode}): {proc.stderr.strip()[:110]}"
                       f"{'' if ok else '  FAIL'}")
                 continue
-            saves = record_saves(cfg, run, c["opts"], build=megatron_moe_models.build if c["moe"] else None)
+            saves = record_saves(cfg, run, c["opts"], build=megatron_moe_models.build if c["moe"] else None,
+                                 par=c["par"])
             gpu, where, host, steps = replay(saves, cfg.layers, c["n"])
             if opts.measure_only:
                 print(f"{c['name']:30s}{gpu:>11d}{'':>11s}{'':>8s}{host:>11d}{'':>11s}{'':>8s}  {where}")
