@@ -277,6 +277,11 @@ constexpr ArgRule kRules[] = {
     {"moe-router-topk-scaling-factor", Use::kRead}, {"moe-router-load-balancing-type", Use::kRead},
     {"moe-aux-loss-coeff", Use::kRead}, {"moe-z-loss-coeff", Use::kRead}, {"moe-router-dtype", Use::kRead},
     {"moe-router-bias-update-rate", Use::kNoEffect},
+    // Activation CPU offloading (policies/cpu_offloading.h): arguments.py l.1950 turns it on when > 0.
+    {"cpu-offloading-num-layers", Use::kRead}, {"cpu-offloading-retain-pinned-cpu-buffers", Use::kNoEffect},
+    {"fine-grained-activation-offloading", Use::kNotModelled,
+     "fine-grained activation offloading (module inputs in CPU memory; counted on the GPU)"},
+    {"offload-modules", Use::kNotModelled, "fine-grained activation offloading's modules"},
     // No effect on the memory of a training step.
     {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
     {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
@@ -579,6 +584,10 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     }
   if (in.has("moe-router-enable-expert-bias"))
     set("moe_router_enable_expert_bias", true, in.where("moe-router-enable-expert-bias"));
+  if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
+    ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
+    if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
+  }
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
   std::string modules;  // nargs='*': one value per module

@@ -287,6 +287,7 @@ struct Scratch {
   std::vector<int64_t> kind_rerun;  // full recomputation: layers of each kind rerun
   std::vector<int64_t> kind_fp8_elements;  // TE fp8 weight cache: weight elements of one layer per TP rank
   std::vector<int64_t> kind_fp8_copies;    // and its fp8 weight copies (one scale_inv each)
+  std::vector<int64_t> kind_offload_kept;  // --cpu-offloading-num-layers: what TE leaves on the GPU per layer
   /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
   /// bindings. They are a function of the prepared model, the graph variant and the symbol values
   /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
@@ -466,6 +467,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (!check_sequence(l.seq_len, par, reporter)) return false;
   if (!check_loss(w, l, reporter)) return false;
   if (!check_offload(w, l, reporter)) return false;
+  if (!check_cpu_offloading(m.num_layers, w, l, reporter)) return false;
   if (!check_recompute(m, w, l, reporter)) return false;
   if (!check_static(par, reporter)) return false;
   if (!check_finetune_model(m.fused_qkv, m.fused_gate_up, w, reporter)) return false;
@@ -489,9 +491,14 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     for (const auto& e : s.bound)
       if (e.prepared == p.id && e.variant == b.variant.index() && e.values == b.values) seen = &e;
   if (seen) std::copy(seen->kinds.begin(), seen->kinds.end(), s.kinds.begin());
+  const bool te_spec = w.megatron.impl == TransformerImpl::kTransformerEngine;  // cpu_offloading.h
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerKind& kind = g.kinds[k];
     v[static_cast<std::size_t>(Sym::kFfn)] = kind.spec.ffn / par.tp;
+    if (l.cpu_offloading_num_layers > 0) {  // per evaluation (not in Scratch::Bound): cpu_offloading.h
+      s.kind_offload_kept.resize(num_kinds);
+      s.kind_offload_kept[k] = te_offload_kept_bytes(kind.graph, v, te_spec);
+    }
     if (seen) continue;
     KindBytes& kb = s.kinds[k];
     kb.none = eval(kind.graph.none, v);
@@ -688,6 +695,19 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       offload_working_set = std::max(offload_working_set, Bytes{l.recompute == Recompute::kFull ? s.kinds[k].input
                                                                                                : s.kinds[k].none});
   }
+  // Megatron's CPU offloading (cpu_offloading.h, one stage): the decoder layers' part on the GPU is
+  // TE's window of L − N full layers plus what the offloaded ones leave behind.
+  CpuOffloadSplit cpu_off{};
+  int64_t cpu_off_shared_host = 0;
+  const int64_t cpu_off_n = l.cpu_offloading_num_layers;
+  if (cpu_off_n > 0) {
+    auto kind_at = [&](int64_t i) { return p.kind_of[static_cast<std::size_t>(i)]; };
+    cpu_off = cpu_offload_split(
+        num_layers, cpu_off_n, [&](int64_t i) { return s.kinds[kind_at(i)].none; },
+        [&](int64_t i) { return s.kind_offload_kept[kind_at(i)]; });
+    const int64_t shared_all = eval(g.shared.none, v);
+    cpu_off_shared_host = checked_mul(shared_all - te_offload_kept_bytes(g.shared, v, te_spec), cpu_off_n);
+  }
   // Gradient accumulation: one parameter's new gradient beside .grad (grad_accum.h).
   const Bytes accumulated_grad{l.grad_accum > 1 ? accumulated_grad_bytes(p.tensors, w, l) : -1};
   auto largest_transient = [&](bool last) {
@@ -763,7 +783,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     }
     const Bytes transient = largest_transient(rank == par.pp - 1);
     // Offloading (one stage, check_offload): the GPU keeps the head's and the checkpoint keywords.
-    const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu : stage;
+    const Bytes on_gpu = l.offload_activations ? offload_head_gpu + offload_shared_gpu
+                         : cpu_off_n > 0       ? stage - layers - Bytes{head_loss} +
+                                               std::max(Bytes{cpu_off.last} + Bytes{head_loss}, Bytes{cpu_off.gpu})
+                                               : stage;
     int64_t fp8_elements = 0;  // the stage's TE linear weight elements per TP rank (fp8 weight cache)
     int64_t fp8_copies = 0;    // and its fp8 weight copies
     if (fp8_cache_on)
@@ -790,7 +813,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
       t.optimizer = bytes.optimizer.count();
       t.cpu_optimizer = bytes.cpu_optimizer.count();
       t.activations = on_gpu.count();
-      t.host_activations = (stage - on_gpu).count();
+      t.host_activations = cpu_off_n > 0 ? checked_add(cpu_off.host, cpu_off_shared_host) : (stage - on_gpu).count();
       t.transient = transient.count();
       t.fp8_weight_cache = fp8_cache.count();
       if constexpr (Sink::kRecords) {
@@ -817,6 +840,13 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
     sink.dequantized_weight = dequantized.count();
     sink.fsdp2 = fsdp2;
     sink.offload_working_set = offload_working_set.count();
+    if (cpu_off_n > 0) {
+      sink.cpu_offload_layers_gpu = cpu_off.gpu;
+      sink.cpu_offload_layers_host = cpu_off.host;
+      sink.cpu_offload_shared_host = cpu_off_shared_host;
+      sink.cpu_offload_peak_step = cpu_off.peak_step;
+      sink.cpu_offload_kept_per_layer = s.kind_offload_kept[p.middle_kind];
+    }
     sink.accumulated_grad = accumulated_grad.count();
   }
   return true;

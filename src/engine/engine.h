@@ -19,6 +19,7 @@
 #include "policies/finetune.h"
 #include "policies/loss_impl.h"  // check_loss, loss_transient_bytes (--loss)
 #include "policies/offload.h"    // --offload-activations: what stays on the GPU
+#include "policies/cpu_offloading.h"  // --cpu-offloading-num-layers (megatron): TE cpu_offload
 #include "policies/frozen_layers.h"  // --frozen-layers: check, frozen weight tensors
 #include "policies/grad_accum.h"     // --grad-accum: check, AccumulateGrad's transient
 #include "model/weight_tensors.h"
@@ -89,6 +90,12 @@ struct RecordingSink {
   int64_t dequantized_weight = -1;  // -1: no 4-bit base (finetune.h)
   Fsdp2Transient fsdp2;             // framework torchtitan: FSDP2's unsharded parameters and gradients
   int64_t offload_working_set = -1;  // -1: no activation offloading (offload.h)
+  // --cpu-offloading-num-layers (cpu_offloading.h); layers_gpu -1: off.
+  int64_t cpu_offload_layers_gpu = -1;   // the decoder layers' saved bytes on the GPU at the peak step
+  int64_t cpu_offload_layers_host = 0;   // the offloaded layers' own storages in host memory
+  int64_t cpu_offload_shared_host = 0;   // storages every layer saves (RoPE freqs), copied once per offloaded layer
+  int64_t cpu_offload_peak_step = 0;     // the layer at which the GPU part peaks
+  int64_t cpu_offload_kept_per_layer = 0;  // what an offloaded middle-kind layer leaves on the GPU
   int64_t accumulated_grad = -1;     // -1: no AccumulateGrad transient (grad_accum.h)
   int64_t fp8_weight_elements = 0;   // the peak stage's TE linear weight elements per TP rank (te_rules.h)
   int64_t fp8_weight_copies = 0;     // and its fp8 weight copies, one fp32 scale_inv each (te_rules.h)

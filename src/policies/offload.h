@@ -45,7 +45,7 @@ bool check_offload(const Workload& w, const Layout& l, Reporter& r) {
   if (w.framework != Framework::kHF)
     return r.fail(ErrorKind::kIncompatible, "offload_activations", [] {
       return std::string("@offload_activations is torchtune's OffloadActivations over the HF save rules; use "
-                         "@framework hf (Megatron offloads through TransformerEngine's cpu_offload, not modelled)");
+                         "@framework hf (for Megatron's TransformerEngine cpu_offload, @cpu_offloading_num_layers N)");
     });
   if (l.parallel.pp > 1)
     return r.fail(ErrorKind::kIncompatible, "offload_activations", [&] {

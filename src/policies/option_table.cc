@@ -259,6 +259,9 @@ const std::array kRows{
         ACTMEM_SET(as_text, workload.head)},
     Row{{"offload_activations", OptionKind::kFlag, "saved activations in CPU memory (torchtune OffloadActivations)"},
         ACTMEM_SET(as_flag, layout.offload_activations)},
+    Row{{"cpu_offloading_num_layers", OptionKind::kCount,
+         "megatron: the first N layers' saved activations in CPU memory (TE cpu_offload; 0 = off)"},
+        ACTMEM_SET(as_count, layout.cpu_offloading_num_layers)},
     Row{{"reserve", OptionKind::kSize, "CUDA context + allocator slack allowance, e.g. 2GiB (or bytes)"},
         [](TrainingSettings& s, std::string_view n, const OptionValue& v) -> Expected<void> {
           if (const auto* bytes = std::get_if<int64_t>(&v)) {

@@ -154,6 +154,7 @@ struct Layout {
   int zero_stage = 0;             // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
   bool offload_optimizer = false; // optimizer state (and fp32 master weights) in CPU memory
   bool offload_activations = false;  // torchtune OffloadActivations: saved tensors in host memory (offload.h)
+  int64_t cpu_offloading_num_layers = 0;  // framework megatron: TE cpu_offload of the first N layers (cpu_offloading.h)
   Bytes reserve{0};               // CUDA context + allocator slack: an allowance
   int64_t grad_accum = 1;         // micro-batches per optimizer step without a pipeline (grad_accum.h)
 };

@@ -212,6 +212,10 @@ nlohmann::json report_json(const Report& r) {
     j["inputs"]["offload_activations"] = true;
     j["memory"]["host_activations_bytes"] = r.totals.host_activations;
   }
+  if (l.cpu_offloading_num_layers > 0) {  // cpu_offloading.h: the first N layers' saves in host memory
+    j["inputs"]["cpu_offloading_num_layers"] = l.cpu_offloading_num_layers;
+    j["memory"]["host_activations_bytes"] = r.totals.host_activations;
+  }
   if (!finetune_summary(w).empty() || needs_weight_shapes(w)) {  // only then: default outputs stay as they were
     j["inputs"]["precision"] = kPrecisionNames.name(w.precision);
     j["inputs"]["optimizer_in_backward"] = w.optimizer_in_backward;

@@ -12,6 +12,7 @@
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
+#include "report/cpu_offload_report.h"  // --cpu-offloading-num-layers: the GPU part, the PCIe traffic
 #include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/mcore_router.h"  // the Megatron router note
 #include "tensors/te_rules.h"  // megatron_notes
@@ -544,6 +545,10 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
     if (o.offload_activations) {
       a = offloaded_activations_term(t);
       e.notes.push_back(offload_note(t));
+    }
+    if (rec.cpu_offload_layers_gpu >= 0) {  // Megatron --cpu-offloading-num-layers (cpu_offloading.h)
+      a = cpu_offload_activations_term(t, rec, p.model.num_layers, o.cpu_offloading_num_layers);
+      e.notes.push_back(cpu_offload_note(t, rec, p.model.num_layers, o.cpu_offloading_num_layers, o.grad_accum));
     }
     e.memory.add(a);
     if (rec.fsdp2.present()) {  // torchtitan: FSDP2's unsharded working set, on top of any transient (fsdp2.h)

@@ -65,6 +65,7 @@ struct TrainingFlags {
   std::string adapter_dtype = "fp32";
   std::string loss;  // memory switches (README "Memory switches"); empty = full
   bool offload_activations = false;
+  std::optional<int64_t> cpu_offloading_num_layers;
   bool freeze_embeddings = false;
   std::optional<int64_t> frozen_layers;
   std::optional<int64_t> packed_docs;
@@ -150,6 +151,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--head", f.head, "bert/roberta head: mlm, classifier[:N], none (default: architectures)");
   cmd->add_flag("--offload-activations", f.offload_activations,
                 "saved activations in CPU memory (torchtune activation offloading)");
+  cmd->add_option("--cpu-offloading-num-layers", f.cpu_offloading_num_layers,
+                  "megatron: the first N layers' saved activations in CPU memory (TE cpu_offload)");
   cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N=8), fused-linear-ce (Liger)");
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
@@ -246,6 +249,7 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.loss.empty()) named.emplace_back("loss", f.loss);
   if (!f.head.empty()) named.emplace_back("head", f.head);
   if (f.offload_activations) named.emplace_back("offload_activations", f.offload_activations);
+  if (f.cpu_offloading_num_layers) named.emplace_back("cpu_offloading_num_layers", *f.cpu_offloading_num_layers);
   if (f.freeze_embeddings) named.emplace_back("freeze_embeddings", f.freeze_embeddings);
   if (f.frozen_layers) named.emplace_back("frozen_layers", *f.frozen_layers);
   if (f.packed_docs) named.emplace_back("packed_docs", *f.packed_docs);
