@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "actmem/actmem.h"
+#include "config/training_config.h"  // read_megatron_args, apply_training_config (--from)
 #include "policies/megatron_options.h"
 #include "policies/option_table.h"
 #include "tensors/te_rules.h"
@@ -133,6 +134,27 @@ TEST(TeFp8Recipes, NamesAndErrors) {
   auto p = prepare(load_model("llama-3-8b").value(), w);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().field, "fp8_gpu");
+}
+
+// --from a Megatron-LM line: --fp8-recipe mxfp8 / blockwise (core/enums.py Fp8Recipe) read as --fp8;
+// --fp8-param-gather and --disable-parameter-transpose-cache named as not modelled.
+TEST(TeFp8Recipes, ReadFromMegatronArgs) {
+  for (const auto& [text, recipe] : {std::pair{"mxfp8", Fp8Recipe::kMxfp8}, {"blockwise", Fp8Recipe::kBlockwise}}) {
+    auto c = read_megatron_args(std::string("--fp8-format e4m3 --fp8-recipe ") + text +
+                                    " --fp8-param-gather --disable-parameter-transpose-cache",
+                                "fp8.sh");
+    ASSERT_TRUE(c) << c.error().message;
+    TrainingSettings s;
+    ASSERT_TRUE(apply_training_config(*c, s));
+    EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);
+    EXPECT_EQ(s.workload.megatron.fp8, recipe);
+    int not_modelled = 0;
+    for (const auto& w : c->warnings)
+      not_modelled += w.find("not modelled") != std::string::npos &&
+                      (w.find("--fp8-param-gather") != std::string::npos ||
+                       w.find("--disable-parameter-transpose-cache") != std::string::npos);
+    EXPECT_EQ(not_modelled, 2);
+  }
 }
 
 }  // namespace
