@@ -69,6 +69,13 @@ class MegatronOpts:
     act_fp8_store: bool = False  # --activation-func-fp8-input-store
     modules: tuple = ("core_attn",)  # --recompute-modules (with recompute selective)
     dispatcher: str = "allgather"  # --moe-token-dispatcher (Megatron's --moe-token-dispatcher-type)
+    no_cache: bool = False  # --disable-parameter-transpose-cache (per-tensor recipes)
+
+
+class Fp8Recipe(str):
+    """A recipe name passed to the TE Functions as their `fp8` argument (truthy), which with
+    `no_cache` (--disable-parameter-transpose-cache) also saves the weight's fresh fp8 copy."""
+    no_cache = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,6 +150,20 @@ def fp8_saved(x2d, fp8, gather=1):
     return fp8_rowwise(x2d) if gather > 1 else fp8_columnwise(x2d)
 
 
+def fp8_weight_copy(weight):
+    """--disable-parameter-transpose-cache: Megatron passes is_first_microbatch None
+    (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958), the
+    forward quantizes the weight with rowwise and columnwise usage (l.466-490) and saves that
+    Float8Tensor for dgrad (wt_save = weightmat, l.643-661): on Hopper its data (out, in) and
+    _transpose (in, out), 1 byte per element each, and the one-element fp32 scale_inv."""
+    data, scale_inv = fp8_rowwise(weight.detach())
+    return data, data.t().contiguous(), scale_inv
+
+
+def _weight_saves(fp8, weight):
+    return fp8_weight_copy(weight) if getattr(fp8, "no_cache", False) else ()
+
+
 def _norm(x2d, w, b, eps, rms):
     xf = x2d.float()
     if rms:
@@ -198,7 +219,7 @@ class TELayerNormLinearFn(torch.autograd.Function):
         ctx.eps, ctx.rms, ctx.shape, ctx.gather = eps, rms, inp.shape, gather
         # the weights (parameters, not counted) are held as attributes here
         ctx.params = (ln_w, ln_b, weight, bias)
-        ctx.save_for_backward(inputmat, *ln_save, mu, rsigma)
+        ctx.save_for_backward(inputmat, *ln_save, mu, rsigma, *_weight_saves(fp8, weight))
         return out.view(inp.shape[0] * gather, *inp.shape[1:-1], weight.shape[0])
 
     @staticmethod
@@ -229,8 +250,10 @@ class TELinearFn(torch.autograd.Function):
             out = F.linear(inputmat, weight, bias)
         quantized = fp8 and not save_original
         ctx.fp8, ctx.shape, ctx.params = quantized, inp.shape, (weight, bias)
-        if quantized:
-            ctx.save_for_backward(*fp8_saved(inputmat, fp8))
+        if fp8 and not quantized:  # save_original: the bf16 input, and without the cache the weight copy
+            ctx.save_for_backward(inputmat, *_weight_saves(fp8, weight))
+        elif quantized:
+            ctx.save_for_backward(*fp8_saved(inputmat, fp8), *_weight_saves(fp8, weight))
             ctx.inp = inputmat.detach()  # held for the exact backward only (not a saved tensor of TE)
         else:
             ctx.save_for_backward(inputmat)
@@ -463,7 +486,11 @@ class TELayer(nn.Module):
     @property
     def fp8(self):
         """False, or the recipe's name (truthy)."""
-        return self.opts.fp8 != "none" and self.opts.fp8
+        if self.opts.fp8 == "none":
+            return False
+        recipe = Fp8Recipe(self.opts.fp8)
+        recipe.no_cache = self.opts.no_cache
+        return recipe
 
     @property
     def gather(self):
@@ -720,6 +747,13 @@ CASES = [
      MegatronOpts(TE, fp8="mxfp8", act_fp8_store=True, modules=("mlp",))),
     ("te-llama-gqa-fp8-blockwise-coreattn-drop", LLAMA, "bf16", 64, 2, "selective",
      MegatronOpts(TE, fp8="blockwise"), 0.1),
+    # --disable-parameter-transpose-cache: each layer keeps its four fp8 weight copies (data +
+    # transpose + scale_inv) per micro-batch; inside the checkpointed MLP (mlp) they are not kept.
+    ("te-llama-gqa-fp8-nocache", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed", no_cache=True)),
+    ("te-gpt-fp8-tensorwise-nocache", GPT, "bf16", 64, 2, "none",
+     MegatronOpts(TE, fp8="tensorwise", no_cache=True)),
+    ("te-llama-gqa-fp8-nocache-mlp", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts(TE, fp8="delayed", no_cache=True, modules=("mlp",))),
     ("local-llama-gqa-layernorm-bf16", LLAMA, "bf16", 64, 2, "selective",
      MegatronOpts("local", modules=("layernorm",))),
     ("local-llama-gqa-mlp-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts("local", modules=("mlp",))),
@@ -767,6 +801,8 @@ PAR_CASES = [
     ("te-llama-tp4-sp-fp8-blockwise", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="blockwise"), 0.0,
      P(4, True)),
     ("te-llama-tp2-fp8-mxfp8", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="mxfp8"), 0.0, P(2)),
+    ("te-llama-tp2-sp-fp8-nocache", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed", no_cache=True),
+     0.0, P(2, True)),
     ("te-gpt-tp2-sp-cp2-fp8-blockwise", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="blockwise"), 0.0,
      P(2, True, 2)),
 ]
@@ -780,6 +816,8 @@ def cli_extra(opts: MegatronOpts, recompute):
         extra += ["--activation-func-fp8-input-store"]
     if recompute == "selective":
         extra += ["--recompute-modules", ",".join(opts.modules)]
+    if opts.no_cache:
+        extra += ["--disable-parameter-transpose-cache"]
     if opts.dispatcher != "allgather":
         extra += ["--moe-token-dispatcher", opts.dispatcher]
     return extra

@@ -3,6 +3,7 @@
 //   --transformer-impl local|transformer_engine   which layer spec builds the layer
 //   --fp8-recipe delayed|tensorwise|mxfp8|blockwise  TransformerEngine fp8 (actmem's --fp8)
 //   --fp8-gpu hopper|blackwell                    (actmem's own) the GPU generation TE's fp8 copies follow
+//   --disable-parameter-transpose-cache           TE quantizes the weights anew per micro-batch
 //   --activation-func-fp8-input-store             the SwiGLU input kept in float8_e4m3fn
 //   --recompute-modules core_attn,layernorm,mlp   what --recompute-granularity selective reruns
 //   --moe-token-dispatcher-type allgather|alltoall  the MoE token dispatcher (op_graph.cc mcore_moe)
@@ -83,6 +84,7 @@ struct MegatronOptions {
   unsigned recompute_modules = kRecomputeCoreAttn;  // Megatron's default ["core_attn"] (l.1940)
   MoeDispatcher dispatcher = MoeDispatcher::kAllgather;  // --moe-token-dispatcher-type
   Fp8Gpu fp8_gpu = Fp8Gpu::kHopper;                      // --fp8-gpu (with --fp8)
+  bool no_transpose_cache = false;                       // --disable-parameter-transpose-cache (with --fp8)
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
            recompute_modules == kRecomputeCoreAttn;  // the dispatcher is not part of it (mcore_moe reads it)

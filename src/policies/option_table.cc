@@ -83,6 +83,10 @@ const std::array kRows{
          "with --fp8: hopper (default) or blackwell: whether TE's per-tensor fp8 weight copies keep a separate "
          "transpose"},
         ACTMEM_SET_NAME(kFp8GpuNames, workload.megatron.fp8_gpu)},
+    Row{{"disable_parameter_transpose_cache", OptionKind::kFlag,
+         "with --fp8 delayed|tensorwise: TE quantizes the weights each micro-batch and saves the copies for "
+         "backward instead of caching them (Megatron's flag)"},
+        ACTMEM_SET(as_flag, workload.megatron.no_transpose_cache)},
     Row{{"activation_func_fp8_input_store", OptionKind::kFlag, "with --fp8: the SwiGLU input kept in fp8 (e4m3)"},
         ACTMEM_SET(as_flag, workload.megatron.fp8_act_input_store)},
     Row{{"recompute_modules", OptionKind::kText,

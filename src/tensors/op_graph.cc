@@ -374,6 +374,22 @@ void save_block_scaled_input(Builder& g, const Context& c, int input, const std:
                     "(Float8BlockQuantizer::get_scale_shape)"));
 }
 
+/// --disable-parameter-transpose-cache (te_rules.h): the TE linear's fp8 weight (out, in), quantized
+/// in this forward and saved for dgrad: its data, on Hopper its transpose, and the fp32 scale_inv.
+void save_weight_copy(Builder& g, const Context& c, int input, const Shape& out_shape, const std::string& name,
+                      Group group) {
+  Shape w(out_shape.begin() + 2, out_shape.end());  // the output features (a/t + 2·kv/t, d) or (h) ...
+  const Shape& in_shape = g.at(input).shape;
+  w.insert(w.end(), in_shape.begin() + 2, in_shape.end());  // ... by the input features
+  if (c.workload.megatron.fp8_gpu == Fp8Gpu::kHopper) w.insert(w.begin(), Dim::lit("2", 2));
+  g.save(g.add(name + ".weight_fp8", group, "TE fp8 quantize", std::move(w), DType::kFP8,
+               c.workload.megatron.fp8_gpu == Fp8Gpu::kHopper
+                   ? "fp8 weight data + transpose made this forward and kept for dgrad (no parameter transpose cache)"
+                   : "fp8 weight data made this forward and kept for dgrad (no parameter transpose cache)"));
+  g.save(g.add(name + ".weight_scale_inv", group, "TE fp8 quantize", {Dim::lit("1", 1)}, DType::kFP32,
+               "its fp32 scale_inv"));
+}
+
 /// nn.Linear / a Megatron parallel linear: keeps its input for its weight's gradient. Under LoRA
 /// every base weight is frozen and y = x·Wᵀ needs only W for dx: nothing of x is kept (torch's
 /// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
@@ -401,6 +417,8 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
     g.save(input);
   else if (lora.enabled() && (lora.targets & lora_target_of(name)))
     lora_branch(g, c, input, out_shape, name, group);
+  if (!c.frozen() && c.fp8 && c.workload.megatron.no_transpose_cache)
+    save_weight_copy(g, c, input, out_shape, name, group);  // te_rules.h: per micro-batch, not cached
   const int out = g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
   g.mm(out);  // nn.Linear on a 3-D input dispatches aten.mm on the folded (b·s, in) view
   return out;

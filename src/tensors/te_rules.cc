@@ -148,7 +148,8 @@ double selective_recompute_macs(const ModelSpec& m, const Workload& w, const Lay
 }
 
 bool te_fp8_weight_cache_on(const Workload& w, int zero_stage) {
-  return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3;
+  return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3 &&
+         !w.megatron.no_transpose_cache;  // without the cache: saved per micro-batch (te_rules.h)
 }
 
 int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp) {
@@ -225,6 +226,12 @@ std::vector<std::string> fp8_recipe_notes(const MegatronOptions& o) {
         o.fp8_act_input_store ? " (SwiGLU's: float8_e4m3fn with activation_func_fp8_input_store)" : "",
         o.fp8 == Fp8Recipe::kMxfp8 ? "; MXFP8 runs on Blackwell (sm100) only and needs s·b and every K a multiple of 32"
                                     : "; blockwise needs Hopper or later with CUDA >= 12.9"));
+  if (o.no_transpose_cache)
+    notes.push_back(
+        "disable_parameter_transpose_cache: Megatron passes is_first_microbatch None, TE caches no fp8 weight copy "
+        "(linear.py l.1958): each forward quantizes every TE linear's weight anew and keeps it for dgrad, counted "
+        "in each layer's saved tensors (weight_fp8: data + transpose on Hopper, 4-byte scale_inv) per micro-batch "
+        "in flight; no fp8_weight_cache term, whatever the next note says");
   if (o.fp8_gpu == Fp8Gpu::kBlackwell && (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise))
     notes.push_back(
         "fp8_gpu blackwell: a per-tensor Float8Tensor keeps one data buffer for rowwise and columnwise use (no "
@@ -283,6 +290,14 @@ Expected<void> check_fp8_gpu(const Workload& w) {
   if (o.fp8_gpu != Fp8Gpu::kHopper && o.fp8 == Fp8Recipe::kNone)
     return Error{ErrorKind::kIncompatible, "fp8_gpu",
                  "@fp8_gpu sets the GPU generation TE's fp8 copies follow; it applies with @fp8 only; drop it"};
+  if (o.no_transpose_cache && o.fp8 == Fp8Recipe::kNone)
+    return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
+                 "@disable_parameter_transpose_cache drops TE's cached fp8 weight copies; it applies with @fp8 only; "
+                 "drop it"};
+  if (o.no_transpose_cache && o.fp8 != Fp8Recipe::kDelayed && o.fp8 != Fp8Recipe::kTensorwise)
+    return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
+                 "@disable_parameter_transpose_cache is modeled for the per-tensor recipes (delayed, tensorwise); "
+                 "the per-micro-batch mxfp8 / blockwise weight copies with their block scales are not; drop it"};
   return {};
 }
 

@@ -132,6 +132,13 @@ int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int6
 /// delayed / tensorwise on Hopper.
 int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& model, const LayerSpec& layer, int64_t tp,
                                         const MegatronOptions& options);
+/// --disable-parameter-transpose-cache (per-tensor recipes): Megatron passes is_first_microbatch
+/// None (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958),
+/// so every forward quantizes the weight anew with rowwise and columnwise usage (l.466-490) and
+/// saves that copy for dgrad (wt_save = weightmat, l.643-661; layernorm_linear.py alike): no static
+/// term, but each micro-batch in flight keeps its own copies, per TE linear (out, in): data, and
+/// on Hopper the transpose, 1 byte per weight each, + the 4-byte scale_inv (op_graph.cc linear()).
+
 /// Report notes for mxfp8 / blockwise and --fp8-gpu blackwell (megatron_notes adds them; empty for
 /// delayed / tensorwise on Hopper, whose note is megatron_notes' own).
 std::vector<std::string> fp8_recipe_notes(const MegatronOptions& options);

@@ -34,6 +34,7 @@ struct TrainingFlags {
   std::string transformer_impl;   // --framework megatron (megatron_options.h); empty = local
   std::string fp8;                // empty = none
   std::string fp8_gpu;            // empty = hopper
+  bool disable_parameter_transpose_cache = false;
   bool activation_func_fp8_input_store = false;
   std::string recompute_modules;  // empty = core_attn
   std::string moe_token_dispatcher;  // empty = allgather
@@ -92,6 +93,8 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--fp8", f.fp8,
                   "TE fp8 recipe (with --transformer-impl): delayed, tensorwise, mxfp8 or blockwise");
   cmd->add_option("--fp8-gpu", f.fp8_gpu, "with --fp8: hopper (default) or blackwell (TE's fp8 weight copies)");
+  cmd->add_flag("--disable-parameter-transpose-cache", f.disable_parameter_transpose_cache,
+                "with --fp8: fp8 weight copies made and saved per micro-batch (Megatron's flag)");
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
   cmd->add_option("--recompute-modules", f.recompute_modules,
@@ -208,6 +211,8 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.transformer_impl.empty()) named.emplace_back("transformer_impl", f.transformer_impl);
   if (!f.fp8.empty()) named.emplace_back("fp8", f.fp8);
   if (!f.fp8_gpu.empty()) named.emplace_back("fp8_gpu", f.fp8_gpu);
+  if (f.disable_parameter_transpose_cache)
+    named.emplace_back("disable_parameter_transpose_cache", f.disable_parameter_transpose_cache);
   if (f.activation_func_fp8_input_store)
     named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
