@@ -63,10 +63,17 @@ from emulated_ops import BiasGeLUFn, SwiGLUFn, _attention_math, _rotate_half, dr
 @dataclasses.dataclass(frozen=True)
 class MegatronOpts:
     impl: str = "transformer_engine"  # local | transformer_engine
-    fp8: str = "none"  # none | delayed | tensorwise (per-tensor scaling: the same saved bytes)
+    fp8: str = "none"  # none | delayed | tensorwise (per-tensor scaling: the same saved bytes) | mxfp8 | blockwise
     act_fp8_store: bool = False  # --activation-func-fp8-input-store
     modules: tuple = ("core_attn",)  # --recompute-modules (with recompute selective)
     dispatcher: str = "allgather"  # --moe-token-dispatcher (Megatron's --moe-token-dispatcher-type)
+    no_cache: bool = False  # --disable-parameter-transpose-cache (per-tensor recipes)
+
+
+class Fp8Recipe(str):
+    """A recipe name passed to the TE Functions as their `fp8` argument (truthy), which with
+    `no_cache` (--disable-parameter-transpose-cache) also saves the weight's fresh fp8 copy."""
+    no_cache = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,6 +96,70 @@ def fp8_rowwise(x2d):
     parallelism): the (N, in) data, 1 byte per element, and _scale_inv, one fp32 element."""
     data, scale_inv = fp8_columnwise(x2d)
     return data.t().contiguous(), scale_inv
+
+
+def _pad(x, m):
+    return (x + m - 1) // m * m
+
+
+def mxfp8_columnwise(x2d):
+    """MXFP8Tensor after update_usage(rowwise_usage=False): TE csrc/quantizer.cpp
+    MXFP8Quantizer::create_tensor l.1502-1535 and get_scale_shape l.1852-1881. The columnwise data
+    keeps the (N, in) layout, 1 byte per element; one e8m0 scale byte per 32 rows of a column, the
+    scale tensor (pad(N/32, 4), pad(in, 128)) uint8. N and in must be multiples of 32."""
+    n, k = x2d.shape
+    assert n % 32 == 0 and k % 32 == 0, "MXFP8 needs both dims divisible by 32"
+    with torch.no_grad():
+        amax = x2d.detach().float().abs().view(n // 32, 32, k).amax(1).clamp(min=2.0 ** -127)
+        exp = torch.floor(torch.log2(amax / 448.0)).clamp(-127, 127)
+        scale = torch.full((_pad(n // 32, 4), _pad(k, 128)), 127, dtype=torch.uint8)
+        scale[: n // 32, :k] = (exp + 127).to(torch.uint8)
+        x = x2d.float().view(n // 32, 32, k) / torch.pow(2.0, exp)[:, None, :]
+        data = x.round().clamp(-127, 127).to(torch.int8).view(torch.uint8).reshape(n, k).contiguous()
+    return data, scale
+
+
+def blockwise_columnwise(x2d):
+    """Float8BlockwiseQTensor with 1x128 tiles (Float8BlockScaling x_block_scaling_dim 1) after
+    update_usage(rowwise_usage=False): TE csrc/quantizer.cpp Float8BlockQuantizer::create_tensor
+    l.1090-1116, get_scale_shape l.1476-1483: the transposed data (in, N), 1 byte per element, and
+    fp32 scales, one per 128-row tile of a column, (⌈N/128⌉, pad(in, 4))."""
+    n, k = x2d.shape
+    tiles = (n + 127) // 128
+    with torch.no_grad():
+        xf = torch.zeros(tiles * 128, k)
+        xf[:n] = x2d.detach().float()
+        amax = xf.abs().view(tiles, 128, k).amax(1).clamp(min=1e-12)
+        scale_inv = torch.zeros(tiles, _pad(k, 4))
+        scale_inv[:, :k] = amax / 448.0
+        x = xf.view(tiles, 128, k) / scale_inv[:, None, :k]
+        data = x.reshape(-1, k)[:n].t().round().clamp(-127, 127).to(torch.int8).view(torch.uint8).contiguous()
+    return data, scale_inv
+
+
+def fp8_saved(x2d, fp8, gather=1):
+    """What a TE linear keeps of its quantized input under recipe `fp8` (True: per-tensor):
+    MXFP8 and blockwise keep their columnwise usage even under sequence parallelism
+    (layernorm_linear.py l.478-487; supports_only_rowwise_all_gather() is False for both)."""
+    if fp8 == "mxfp8":
+        return mxfp8_columnwise(x2d)
+    if fp8 == "blockwise":
+        return blockwise_columnwise(x2d)
+    return fp8_rowwise(x2d) if gather > 1 else fp8_columnwise(x2d)
+
+
+def fp8_weight_copy(weight):
+    """--disable-parameter-transpose-cache: Megatron passes is_first_microbatch None
+    (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958), the
+    forward quantizes the weight with rowwise and columnwise usage (l.466-490) and saves that
+    Float8Tensor for dgrad (wt_save = weightmat, l.643-661): on Hopper its data (out, in) and
+    _transpose (in, out), 1 byte per element each, and the one-element fp32 scale_inv."""
+    data, scale_inv = fp8_rowwise(weight.detach())
+    return data, data.t().contiguous(), scale_inv
+
+
+def _weight_saves(fp8, weight):
+    return fp8_weight_copy(weight) if getattr(fp8, "no_cache", False) else ()
 
 
 def _norm(x2d, w, b, eps, rms):
@@ -140,13 +211,13 @@ class TELayerNormLinearFn(torch.autograd.Function):
             out = F.linear(ln_out_total, weight, bias)
             del ln_out_total  # clear_tensor_data(ln_out_total): not saved
         if fp8:
-            ln_save = fp8_rowwise(ln_out) if gather > 1 else fp8_columnwise(ln_out)
+            ln_save = fp8_saved(ln_out, fp8, gather)
         else:
             ln_save = (ln_out,)
         ctx.eps, ctx.rms, ctx.shape, ctx.gather = eps, rms, inp.shape, gather
         # the weights (parameters, not counted) are held as attributes here
         ctx.params = (ln_w, ln_b, weight, bias)
-        ctx.save_for_backward(inputmat, *ln_save, mu, rsigma)
+        ctx.save_for_backward(inputmat, *ln_save, mu, rsigma, *_weight_saves(fp8, weight))
         return out.view(inp.shape[0] * gather, *inp.shape[1:-1], weight.shape[0])
 
     @staticmethod
@@ -177,8 +248,10 @@ class TELinearFn(torch.autograd.Function):
             out = F.linear(inputmat, weight, bias)
         quantized = fp8 and not save_original
         ctx.fp8, ctx.shape, ctx.params = quantized, inp.shape, (weight, bias)
-        if quantized:
-            ctx.save_for_backward(*fp8_columnwise(inputmat))
+        if fp8 and not quantized:  # save_original: the bf16 input, and without the cache the weight copy
+            ctx.save_for_backward(inputmat, *_weight_saves(fp8, weight))
+        elif quantized:
+            ctx.save_for_backward(*fp8_saved(inputmat, fp8), *_weight_saves(fp8, weight))
             ctx.inp = inputmat.detach()  # held for the exact backward only (not a saved tensor of TE)
         else:
             ctx.save_for_backward(inputmat)
@@ -410,7 +483,12 @@ class TELayer(nn.Module):
 
     @property
     def fp8(self):
-        return self.opts.fp8 != "none"
+        """False, or the recipe's name (truthy)."""
+        if self.opts.fp8 == "none":
+            return False
+        recipe = Fp8Recipe(self.opts.fp8)
+        recipe.no_cache = self.opts.no_cache
+        return recipe
 
     @property
     def gather(self):
@@ -464,7 +542,7 @@ class TELayer(nn.Module):
         else:
             context = self.attention(q, k, v)
         # attention.py l.428-444: linear_proj keeps its original input under fp8 recipes other than delayed
-        out = self.row_parallel(context, self.proj_w, self.proj_b, save_original=self.opts.fp8 == "tensorwise")
+        out = self.row_parallel(context, self.proj_w, self.proj_b, save_original=self.opts.fp8 not in ("none", "delayed"))
         x = x + dropout(out, run.hidden_dropout)
         if self.selective("mlp"):
             y = checkpoint(self.mlp, x, use_reentrant=True)
@@ -657,6 +735,23 @@ CASES = [
     ("te-llama-gqa-fp8-coreattn", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed")),
     ("te-llama-gqa-fp8-mlp", LLAMA, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="delayed", modules=("mlp",))),
     ("te-gpt-fp8-none", GPT, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed")),
+    # Block-scaled recipes (te_rules.h): MXFP8's padded e8m0 scales (f = 704 pads to 768, GPT's
+    # h = 192 to 256), blockwise's fp32 1x128-tile scales; linear_proj keeps its bf16 input.
+    ("te-llama-gqa-fp8-mxfp8", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="mxfp8")),
+    ("te-llama-gqa-fp8-blockwise", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="blockwise")),
+    ("te-gpt-fp8-mxfp8", GPT, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="mxfp8")),
+    ("te-gpt-fp8-blockwise-fp32", GPT, "fp32", 48, 3, "none", MegatronOpts(TE, fp8="blockwise")),
+    ("te-llama-gqa-fp8-mxfp8-store-mlp", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts(TE, fp8="mxfp8", act_fp8_store=True, modules=("mlp",))),
+    ("te-llama-gqa-fp8-blockwise-coreattn-drop", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts(TE, fp8="blockwise"), 0.1),
+    # --disable-parameter-transpose-cache: each layer keeps its four fp8 weight copies (data +
+    # transpose + scale_inv) per micro-batch; inside the checkpointed MLP (mlp) they are not kept.
+    ("te-llama-gqa-fp8-nocache", LLAMA, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed", no_cache=True)),
+    ("te-gpt-fp8-tensorwise-nocache", GPT, "bf16", 64, 2, "none",
+     MegatronOpts(TE, fp8="tensorwise", no_cache=True)),
+    ("te-llama-gqa-fp8-nocache-mlp", LLAMA, "bf16", 64, 2, "selective",
+     MegatronOpts(TE, fp8="delayed", no_cache=True, modules=("mlp",))),
     ("local-llama-gqa-layernorm-bf16", LLAMA, "bf16", 64, 2, "selective",
      MegatronOpts("local", modules=("layernorm",))),
     ("local-llama-gqa-mlp-bf16", LLAMA, "bf16", 64, 2, "selective", MegatronOpts("local", modules=("mlp",))),
@@ -699,6 +794,15 @@ PAR_CASES = [
     ("te-llama-tp2-sp-fp8-mlp", LLAMA_TP, "bf16", 64, 2, "selective", MegatronOpts(TE, fp8="tensorwise",
                                                                                     modules=("mlp",)), 0.0, P(2, True)),
     ("te-gpt-tp2-sp-cp2-fp8", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed"), 0.0, P(2, True, 2)),
+    # MXFP8 / blockwise under SP: the local ln_out shard keeps its columnwise usage (not rowwise)
+    ("te-llama-tp2-sp-fp8-mxfp8", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="mxfp8"), 0.0, P(2, True)),
+    ("te-llama-tp4-sp-fp8-blockwise", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="blockwise"), 0.0,
+     P(4, True)),
+    ("te-llama-tp2-fp8-mxfp8", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="mxfp8"), 0.0, P(2)),
+    ("te-llama-tp2-sp-fp8-nocache", LLAMA_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="delayed", no_cache=True),
+     0.0, P(2, True)),
+    ("te-gpt-tp2-sp-cp2-fp8-blockwise", GPT_TP, "bf16", 64, 2, "none", MegatronOpts(TE, fp8="blockwise"), 0.0,
+     P(2, True, 2)),
 ]
 
 
@@ -710,6 +814,8 @@ def cli_extra(opts: MegatronOpts, recompute):
         extra += ["--activation-func-fp8-input-store"]
     if recompute == "selective":
         extra += ["--recompute-modules", ",".join(opts.modules)]
+    if opts.no_cache:
+        extra += ["--disable-parameter-transpose-cache"]
     if opts.dispatcher != "allgather":
         extra += ["--moe-token-dispatcher", opts.dispatcher]
     return extra

@@ -270,6 +270,7 @@ constexpr ArgRule kRules[] = {
     // Megatron-core layer spec, TE fp8, selective recompute modules (policies/megatron_options.h).
     {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
     {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
+    {"disable-parameter-transpose-cache", Use::kRead},
     {"moe-layer-recompute", Use::kRead}, {"moe-token-dispatcher-type", Use::kRead},
     // TopKRouter (policies/megatron_options.h MoeRouterOptions).
     {"moe-router-score-function", Use::kRead}, {"moe-router-enable-expert-bias", Use::kRead},
@@ -315,6 +316,7 @@ constexpr ArgRule kRules[] = {
     {"no-gradient-accumulation-fusion", Use::kNotModelled, "a separate weight-gradient buffer"},
     {"fp8-amax-history-len", Use::kNotModelled, "FP8 scaling history"},
     {"fp8-amax-compute-algo", Use::kNotModelled, "FP8 scaling history"},
+    {"fp8-param-gather", Use::kNotModelled, "fp8 primary weights in place of the bf16 ones and TE's cached copies"},
     {"cross-entropy-loss-fusion", Use::kNotModelled, "the fused loss's smaller logits transient"},
     {"tp-comm-overlap", Use::kNotModelled, "userbuffers for TP communication overlap"},
     {"empty-unused-memory-level", Use::kNotModelled, "emptying PyTorch's cache between steps (allocator state, not tensors)"},
@@ -590,6 +592,8 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   }
   if (in.has("activation-func-fp8-input-store"))
     set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
+  if (in.has("disable-parameter-transpose-cache") && in.has("fp8-format"))  // te_rules.h; no effect without fp8
+    set("disable_parameter_transpose_cache", true, in.where("disable-parameter-transpose-cache"));
   std::string modules;  // nargs='*': one value per module
   if (in.has("recompute-modules"))
     for (const auto& v : in.values("recompute-modules")) modules += (modules.empty() ? "" : ",") + v;

@@ -288,6 +288,7 @@ struct Scratch {
   std::vector<int64_t> kind_fp8_elements;  // TE fp8 weight cache: weight elements of one layer per TP rank
   std::vector<int64_t> kind_fp8_copies;    // and its fp8 weight copies (one scale_inv each)
   std::vector<int64_t> kind_offload_kept;  // --cpu-offloading-num-layers: what TE leaves on the GPU per layer
+  std::vector<int64_t> kind_fp8_bytes;     // and its bytes (te_fp8_weight_cache_layer_bytes)
   /// evaluate(): the layer kinds' bytes and FLOPs, the embedding's and the head's, of the last few
   /// bindings. They are a function of the prepared model, the graph variant and the symbol values
   /// alone, and a search visits each binding for many layouts (ZeRO stage, recomputation,
@@ -588,9 +589,11 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
   if (fp8_cache_on) {
     s.kind_fp8_elements.resize(num_kinds);
     s.kind_fp8_copies.resize(num_kinds);
+    s.kind_fp8_bytes.resize(num_kinds);
     for (std::size_t k = 0; k < num_kinds; ++k) {
       s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp, par.ep);
       s.kind_fp8_copies[k] = te_fp8_weight_copies(m, g.kinds[k].spec, par.ep);
+      s.kind_fp8_bytes[k] = te_fp8_weight_cache_layer_bytes(m, g.kinds[k].spec, par.tp, par.ep, w.megatron);
     }
   }
 
@@ -789,6 +792,7 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
                                                : stage;
     int64_t fp8_elements = 0;  // the stage's TE linear weight elements per TP rank (fp8 weight cache)
     int64_t fp8_copies = 0;    // and its fp8 weight copies
+    int64_t fp8_bytes = 0;     // and the bytes of their cached fp8 copies (te_rules.h)
     if (fp8_cache_on)
       for (int64_t j = 0; j < par.vpp; ++j) {
         const int64_t c = b.split.chunk_of(rank, j);
@@ -797,9 +801,10 @@ bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, 
           const int64_t n = p.count(k, begin, begin + b.split.chunk_size(c));
           fp8_elements = checked_add(fp8_elements, checked_mul(n, s.kind_fp8_elements[k]));
           fp8_copies = checked_add(fp8_copies, checked_mul(n, s.kind_fp8_copies[k]));
+          fp8_bytes = checked_add(fp8_bytes, checked_mul(n, s.kind_fp8_bytes[k]));
         }
       }
-    const Bytes fp8_cache{fp8_cache_on ? te_fp8_weight_cache_bytes(fp8_elements, fp8_copies) : 0};
+    const Bytes fp8_cache{fp8_bytes};
     const Bytes stage_peak = bytes.total() + fp8_cache + on_gpu + transient;
     if constexpr (Sink::kRecords)
       sink.stages.push_back({bytes.weights.count(), bytes.gradients.count(), bytes.optimizer.count(), on_gpu.count(),

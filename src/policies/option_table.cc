@@ -76,8 +76,17 @@ const std::array kRows{
          "with --framework megatron: local (default) or transformer_engine (Megatron-LM's --transformer-impl)"},
         ACTMEM_SET_NAME(kTransformerImplNames, workload.megatron.impl)},
     Row{{"fp8", OptionKind::kText,
-         "with --transformer-impl transformer_engine: none, delayed or tensorwise (Megatron's --fp8-recipe)"},
+         "with --transformer-impl transformer_engine: none, delayed, tensorwise, mxfp8 or blockwise (Megatron's "
+         "--fp8-recipe)"},
         ACTMEM_SET_NAME(kFp8RecipeNames, workload.megatron.fp8)},
+    Row{{"fp8_gpu", OptionKind::kText,
+         "with --fp8: hopper (default) or blackwell: whether TE's per-tensor fp8 weight copies keep a separate "
+         "transpose"},
+        ACTMEM_SET_NAME(kFp8GpuNames, workload.megatron.fp8_gpu)},
+    Row{{"disable_parameter_transpose_cache", OptionKind::kFlag,
+         "with --fp8 delayed|tensorwise: TE quantizes the weights each micro-batch and saves the copies for "
+         "backward instead of caching them (Megatron's flag)"},
+        ACTMEM_SET(as_flag, workload.megatron.no_transpose_cache)},
     Row{{"activation_func_fp8_input_store", OptionKind::kFlag, "with --fp8: the SwiGLU input kept in fp8 (e4m3)"},
         ACTMEM_SET(as_flag, workload.megatron.fp8_act_input_store)},
     Row{{"no_rope_fusion", OptionKind::kFlag,

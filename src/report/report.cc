@@ -13,6 +13,7 @@
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 #include "report/cpu_offload_report.h"  // --cpu-offloading-num-layers: the GPU part, the PCIe traffic
+#include "report/fp8_report.h"  // fp8 weight cache of the block-scaled recipes and Blackwell
 #include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/mcore_router.h"  // the Megatron router note
 #include "tensors/te_rules.h"  // megatron_notes
@@ -504,7 +505,13 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
                                 : "Peak memory per GPU";
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
-  if (t.fp8_weight_cache > 0) {
+  const Fp8Recipe fp8_recipe = p.workload.megatron.fp8;
+  const bool per_tensor_hopper = (fp8_recipe == Fp8Recipe::kDelayed || fp8_recipe == Fp8Recipe::kTensorwise) &&
+                                 p.workload.megatron.fp8_gpu == Fp8Gpu::kHopper;
+  if (t.fp8_weight_cache > 0 && !per_tensor_hopper)
+    e.memory.add(describe_fp8_weight_cache(p.workload.megatron, t.fp8_weight_cache, rec.fp8_weight_elements,
+                                           rec.stage.num_layers, par.tp, rec.fp8_weight_copies));
+  if (t.fp8_weight_cache > 0 && per_tensor_hopper) {
     // te_rules.h: TE's cached fp8 weight copies, 2 bytes per weight element + a 4-byte scale_inv per linear.
     // Dense layers with standard attention: four linears a layer (the formula as before); MoE
     // (grouped experts: a copy per expert) and MLA layers: the stage's copies counted.

@@ -344,6 +344,53 @@ void lora_branch(Builder& g, const Context& c, int input, const Shape& out_shape
                "the rank-r intermediate, kept by lora_B"));
 }
 
+/// A TE linear's input under MXFP8 / Float8 blockwise scaling (te_rules.h): the columnwise copy
+/// (MXFP8: the (M, K) layout; blockwise: transposed (K, M)), 1 byte per element, and its scale
+/// tensor with TE's padding: MXFP8 e8m0 pad(M/32, 4) x pad(K, 128), blockwise fp32 ⌈M/128⌉ x
+/// pad(K, 4), over the M = s·b token rows (s/t·b: the local shard under sequence parallelism) and
+/// K input features.
+void save_block_scaled_input(Builder& g, const Context& c, int input, const std::string& name, Group group) {
+  const Shape in_shape = g.at(input).shape;  // a copy: adding storages moves them
+  const bool mx = c.workload.megatron.fp8 == Fp8Recipe::kMxfp8;
+  const auto symbol = [&](std::size_t i) {
+    const Dim& d = in_shape[i];
+    if (d.is_constant() || d.ca != 1 || d.b != Sym::kCount) throw std::logic_error("fp8 block scales: " + name);
+    return d.a;
+  };
+  if (in_shape.size() != 3 && in_shape.size() != 4) throw std::logic_error("fp8 block scales: " + name);
+  const Sym rows_a = symbol(0);
+  const Sym rows_b = symbol(1);
+  const Sym cols_a = symbol(2);
+  const Sym cols_b = in_shape.size() == 4 ? symbol(3) : Sym::kCount;
+  const int64_t col_coef = in_shape.size() == 4 ? 1 : in_shape[2].ca;
+  g.save(g.add(name + ".input_fp8", group, "TE fp8 quantize", in_shape, DType::kFP8,
+               mx ? "MXFP8 columnwise data of the input (same layout), kept for the weight gradient"
+                  : "blockwise fp8 columnwise (transposed) data of the input, kept for the weight gradient"));
+  Shape scale = mx ? Shape{Dim::pad(rows_a, rows_b, kMxfp8BlockSize, 4), Dim::pad(cols_a, cols_b, 1, 128, col_coef)}
+                   : Shape{Dim::pad(rows_a, rows_b, kFp8BlockLen, 1), Dim::pad(cols_a, cols_b, 1, 4, col_coef)};
+  g.save(g.add(name + ".input_scale_inv", group, "TE fp8 quantize", std::move(scale),
+               mx ? DType::kINT8 : DType::kFP32,
+               mx ? "e8m0 scales, one per 32 rows of a column, padded to 4 x 128 (MXFP8Quantizer::get_scale_shape)"
+                  : "fp32 scales, one per 128-row tile of a column, padded to 4 columns "
+                    "(Float8BlockQuantizer::get_scale_shape)"));
+}
+
+/// --disable-parameter-transpose-cache (te_rules.h): the TE linear's fp8 weight (out, in), quantized
+/// in this forward and saved for dgrad: its data, on Hopper its transpose, and the fp32 scale_inv.
+void save_weight_copy(Builder& g, const Context& c, int input, const Shape& out_shape, const std::string& name,
+                      Group group) {
+  Shape w(out_shape.begin() + 2, out_shape.end());  // the output features (a/t + 2·kv/t, d) or (h) ...
+  const Shape& in_shape = g.at(input).shape;
+  w.insert(w.end(), in_shape.begin() + 2, in_shape.end());  // ... by the input features
+  if (c.workload.megatron.fp8_gpu == Fp8Gpu::kHopper) w.insert(w.begin(), Dim::lit("2", 2));
+  g.save(g.add(name + ".weight_fp8", group, "TE fp8 quantize", std::move(w), DType::kFP8,
+               c.workload.megatron.fp8_gpu == Fp8Gpu::kHopper
+                   ? "fp8 weight data + transpose made this forward and kept for dgrad (no parameter transpose cache)"
+                   : "fp8 weight data made this forward and kept for dgrad (no parameter transpose cache)"));
+  g.save(g.add(name + ".weight_scale_inv", group, "TE fp8 quantize", {Dim::lit("1", 1)}, DType::kFP32,
+               "its fp32 scale_inv"));
+}
+
 /// nn.Linear / a Megatron parallel linear: keeps its input for its weight's gradient. Under LoRA
 /// every base weight is frozen and y = x·Wᵀ needs only W for dx: nothing of x is kept (torch's
 /// mm saves `self` only when the weight requires grad), unless an adapter sits beside it.
@@ -353,8 +400,12 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
   // is set_save_original_input: it keeps its high-precision input (TE linear.py l.597-598,
   // inputmat = inp), the FusedAttention output attention keeps already, not an fp8 copy.
   const bool save_original =
-      c.fp8 && c.workload.megatron.fp8 == Fp8Recipe::kTensorwise && name == "attn.o_proj";
-  if (!c.frozen() && c.fp8 && !save_original) {
+      c.fp8 && c.workload.megatron.fp8 != Fp8Recipe::kDelayed && name == "attn.o_proj";
+  const bool block_scaled =
+      c.workload.megatron.fp8 == Fp8Recipe::kMxfp8 || c.workload.megatron.fp8 == Fp8Recipe::kBlockwise;
+  if (!c.frozen() && c.fp8 && !save_original && block_scaled) {
+    save_block_scaled_input(g, c, input, name, group);  // te_rules.h: columnwise data + padded scales
+  } else if (!c.frozen() && c.fp8 && !save_original) {
     // TE Linear / LayerNormLinear under fp8 per-tensor scaling: the quantized input with only its
     // columnwise usage (linear.py l.606-617, layernorm_linear.py l.478-487): 1 byte per element
     // plus the fp32 scale_inv (Float8Tensor._scale_inv, one element).
@@ -381,6 +432,8 @@ int linear(Builder& g, const Context& c, int input, Shape out_shape, std::string
     g.save(input);
   else if (lora.enabled() && (lora.targets & lora_target_of(name)))
     lora_branch(g, c, input, out_shape, name, group);
+  if (!c.frozen() && c.fp8 && c.workload.megatron.no_transpose_cache)
+    save_weight_copy(g, c, input, out_shape, name, group);  // te_rules.h: per micro-batch, not cached
   const int out = g.add(std::move(name), group, "Linear", std::move(out_shape), c.e);
   g.mm(out);  // nn.Linear on a 3-D input dispatches aten.mm on the folded (b·s, in) view
   return out;
@@ -1451,7 +1504,9 @@ const char* group_name(Group g) { return kGroupNames[static_cast<std::size_t>(g)
 // Polynomials.
 
 namespace {
-auto dim_key(const Dim& d) { return std::tuple(static_cast<int>(d.a), d.ca, static_cast<int>(d.b), d.cb); }
+auto dim_key(const Dim& d) {
+  return std::tuple(static_cast<int>(d.a), d.ca, static_cast<int>(d.b), d.cb, d.product, d.div, d.round);
+}
 }  // namespace
 
 void Polynomial::add(const Storage& st) {
@@ -1489,7 +1544,11 @@ bool Polynomial::eval(const SymValues& v, int64_t& out) const {
       const Dim& d = m.dims[static_cast<std::size_t>(i)];
       int64_t x = 0;
       if (__builtin_mul_overflow(d.ca, v[static_cast<std::size_t>(d.a)], &x)) return false;
-      if (d.b != Sym::kCount) {
+      if (d.padded()) {  // TE fp8 block-scale dims (rare): checked product, then the padding
+        if (d.product && __builtin_mul_overflow(x, v[static_cast<std::size_t>(d.b)], &x)) return false;
+        if (!d.product && d.b != Sym::kCount) return false;  // not built (Dim::pad)
+        x = d.value(v);
+      } else if (d.b != Sym::kCount) {
         int64_t y = 0;
         if (__builtin_mul_overflow(d.cb, v[static_cast<std::size_t>(d.b)], &y) || __builtin_add_overflow(x, y, &x))
           return false;
@@ -1676,6 +1735,12 @@ std::string dim_text(const Dim& d, const SymTexts& texts) {
     const std::string& t = texts.text[static_cast<std::size_t>(s)];
     return coef == 1 ? t : fmt::format("{}·{}", coef, t);
   };
+  if (d.padded()) {  // pad(x, m): x rounded up to a multiple of m; ⌈x/n⌉ a ceiling division
+    std::string x = d.product ? fmt::format("{}·{}", one(d.a, d.ca), texts.text[static_cast<std::size_t>(d.b)])
+                              : one(d.a, d.ca);
+    if (d.div != 1) x = fmt::format("⌈{}/{}⌉", x, d.div);
+    return d.round != 1 ? fmt::format("pad({}, {})", x, d.round) : x;
+  }
   if (d.b == Sym::kCount) return one(d.a, d.ca);
   return fmt::format("({}+{})", one(d.a, d.ca), one(d.b, d.cb));
 }

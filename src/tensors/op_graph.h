@@ -55,16 +55,34 @@ struct Dim {
   int64_t ca = 1;
   Sym b = Sym::kCount;
   int64_t cb = 0;
+  // A padded dimension (TE's fp8 block-scale tensors, te_rules.h): with `product` the raw value is
+  // ca·a·b (e.g. the s·b token rows) instead of ca·a + cb·b; then ⌈x/div⌉ rounded up to a multiple
+  // of `round`. Plain dims keep div = round = 1.
+  bool product = false;
+  int64_t div = 1;
+  int64_t round = 1;
 
   bool is_constant() const { return a == Sym::kCount; }
+  bool padded() const { return product || div != 1 || round != 1; }
   int64_t value(const SymValues& v) const {
     if (is_constant()) return constant;
     int64_t x = ca * v[static_cast<std::size_t>(a)];
-    if (b != Sym::kCount) x += cb * v[static_cast<std::size_t>(b)];
+    if (product) x *= v[static_cast<std::size_t>(b)];
+    else if (b != Sym::kCount) x += cb * v[static_cast<std::size_t>(b)];
+    if (div != 1 || round != 1) x = ((x + div - 1) / div + round - 1) / round * round;
     return x;
   }
   static Dim of(Sym s, int64_t coef = 1) { return Dim{0, nullptr, s, coef}; }
   static Dim lit(const char* text, int64_t v) { return Dim{v, text}; }
+  /// ⌈coef·x(·y)/div⌉ rounded up to a multiple of `round`; y = Sym::kCount for one symbol.
+  /// Example: Dim::pad(Sym::kSeqRep, Sym::kBatch, 32, 4) is MXFP8's roundup(s·b/32, 4).
+  static Dim pad(Sym x, Sym y, int64_t div, int64_t round, int64_t coef = 1) {
+    Dim d{0, nullptr, x, coef, y, 0};
+    d.product = y != Sym::kCount;
+    d.div = div;
+    d.round = round;
+    return d;
+  }
 };
 
 enum class Group { kAttention, kMlp, kNorms, kMoe, kEmbedding, kHeadLoss, kShared };

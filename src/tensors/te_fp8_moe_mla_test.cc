@@ -146,3 +146,52 @@ TEST(TeFp8Mla, MlaUpProjDropsTheUpProjectionsFp8Inputs) {
 
 }  // namespace
 }  // namespace actmem
+
+namespace actmem {
+namespace {
+
+TEST(TeFp8Moe, BlackwellCacheKeepsOneBufferPerExpertCopy) {
+  // --fp8-gpu blackwell (TE csrc/quantizer.cpp l.361-376: no separate transpose): the same Mixtral
+  // layout as above keeps 1 byte per weight: 32 · (41,943,040 + 2 · 176,160,768) + 4 · 32 · 6
+  // = 12,616,467,200 bytes; the term names the copies, not 4 linears a layer.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.attention = AttentionImpl::kFlash;
+  w.megatron = {.impl = TransformerImpl::kTransformerEngine, .fp8 = Fp8Recipe::kDelayed};
+  w.megatron.fp8_gpu = Fp8Gpu::kBlackwell;
+  Layout l;
+  l.seq_len = 4096;
+  l.parallel = {.dp = 4, .tp = 1, .pp = 1, .ep = 4};
+  l.zero_stage = 1;
+  const auto r = explain(prepare(load_model("mixtral-8x7b").value(), w).value(), l).value();
+  const Term* term = r.estimate.memory.find("fp8_weight_cache");
+  ASSERT_NE(term, nullptr);
+  EXPECT_EQ(term->bytes.count(), 32 * (41'943'040 + int64_t{2} * 176'160'768) + 4 * 32 * 6);
+  EXPECT_EQ(term->bytes.count(), 12'616'467'200);
+  EXPECT_EQ(term->formula, "Ψ_TE linears + 4·n_fp8 weight copies");
+}
+
+TEST(TeFp8Moe, BlockScaledRecipesAndUncachedCopiesRefusedOnMoeAndMla) {
+  // The MoE / MLA fp8 rules are the per-tensor recipes' (16-row Fp8Padding, one scale_inv per
+  // expert); mxfp8 (32-row alignment, block scales) and blockwise are refused there, as are the
+  // per-micro-batch copies of --disable-parameter-transpose-cache. Dense models keep them.
+  for (const char* model : {"mixtral-8x7b", "deepseek-v3"})
+    for (Fp8Recipe recipe : {Fp8Recipe::kMxfp8, Fp8Recipe::kBlockwise}) {
+      auto m = te(model, recipe);
+      ASSERT_FALSE(m.has_value()) << model;
+      EXPECT_EQ(m.error().field, "fp8");
+    }
+  EXPECT_TRUE(te("llama-3-8b", Fp8Recipe::kMxfp8).has_value());
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.attention = AttentionImpl::kFlash;
+  w.megatron = {.impl = TransformerImpl::kTransformerEngine, .fp8 = Fp8Recipe::kTensorwise};
+  w.megatron.no_transpose_cache = true;
+  auto moe = prepare(load_model("mixtral-8x7b").value(), w);
+  ASSERT_FALSE(moe.has_value());
+  EXPECT_EQ(moe.error().field, "disable_parameter_transpose_cache");
+  EXPECT_TRUE(prepare(load_model("llama-3-8b").value(), w).has_value());
+}
+
+}  // namespace
+}  // namespace actmem

@@ -10,6 +10,21 @@ namespace actmem::detail {
 Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
   const MegatronOptions& o = w.megatron;
   if (auto v = check_mcore_router(m, w); !v) return v.error();
+  if (auto gpu = check_fp8_gpu(w); !gpu) return gpu;  // --fp8-gpu, the block-scaled recipes
+  // The MoE / MLA fp8 rules (TEGroupedMLP's 16-row Fp8Padding, one scale_inv per expert, the MLA
+  // linears' fp8 copies) are the per-tensor recipes'; mxfp8 pads experts to 32 rows and keeps
+  // block scales per expert, and the uncached per-micro-batch weight copies are written for the
+  // four dense linears: not modeled yet, so refused rather than guessed.
+  if (w.framework == Framework::kMegatron && (m.is_moe() || m.mla)) {
+    if (o.fp8 == Fp8Recipe::kMxfp8 || o.fp8 == Fp8Recipe::kBlockwise)
+      return Error{ErrorKind::kIncompatible, "fp8",
+                   "@fp8 mxfp8 and blockwise are modeled for dense layers with standard attention, not yet for MoE "
+                   "or MLA layers; use @fp8 delayed or tensorwise"};
+    if (o.no_transpose_cache)
+      return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
+                   "@disable_parameter_transpose_cache is modeled for dense layers with standard attention, not yet "
+                   "for MoE or MLA layers (grouped expert and MLA weight copies per micro-batch); drop it"};
+  }
   if (w.framework != Framework::kMegatron) {
     if (o.impl != TransformerImpl::kLocal)
       return Error{ErrorKind::kIncompatible, "transformer_impl",
@@ -166,7 +181,8 @@ double selective_recompute_macs(const ModelSpec& m, const Workload& w, const Lay
 }
 
 bool te_fp8_weight_cache_on(const Workload& w, int zero_stage) {
-  return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3;
+  return w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone && zero_stage != 3 &&
+         !w.megatron.no_transpose_cache;  // without the cache: saved per micro-batch (te_rules.h)
 }
 
 namespace {
@@ -244,7 +260,8 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
   else
     notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
                     "transformer_engine)");
-  if (o.fp8 != Fp8Recipe::kNone)
+  for (auto& note : fp8_recipe_notes(o)) notes.push_back(std::move(note));  // mxfp8, blockwise, --fp8-gpu
+  if (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise)
     notes.push_back(fmt::format(
         "fp8 recipe {} (per-tensor scaling): ln_out and linear inputs kept as fp8 (1 byte per element: columnwise "
         "data, or the local rowwise shard a LayerNormLinear all-gathers under sequence parallelism) plus a 4-byte "
@@ -283,6 +300,103 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
                                       "for it (transformer_config.py l.1964)"
                                     : ""));
   return notes;
+}
+
+std::vector<std::string> fp8_recipe_notes(const MegatronOptions& o) {
+  std::vector<std::string> notes;
+  if (o.fp8 == Fp8Recipe::kMxfp8 || o.fp8 == Fp8Recipe::kBlockwise)
+    notes.push_back(fmt::format(
+        "fp8 recipe {}: ln_out and linear_fc2's input kept as their columnwise fp8 copy (1 byte per element; also "
+        "the local shard under sequence parallelism) plus {}; linear_proj keeps its bf16 input (the attention "
+        "output; Megatron set_save_original_input); attention q, k, v, out, the norm input and the SwiGLU input "
+        "stay in the activation dtype{}; the term fp8_weight_cache holds TE's cached rowwise and columnwise weight "
+        "copies with their scales{}",
+        kFp8RecipeNames.name(o.fp8),
+        o.fp8 == Fp8Recipe::kMxfp8
+            ? "one e8m0 scale byte per 32 rows of a column, padded to pad(s·b/32, 4) x pad(K, 128)"
+            : "one fp32 scale per 128-row tile of a column, ⌈s·b/128⌉ x pad(K, 4)",
+        o.fp8_act_input_store ? " (SwiGLU's: float8_e4m3fn with activation_func_fp8_input_store)" : "",
+        o.fp8 == Fp8Recipe::kMxfp8 ? "; MXFP8 runs on Blackwell (sm100) only and needs s·b and every K a multiple of 32"
+                                    : "; blockwise needs Hopper or later with CUDA >= 12.9"));
+  if (o.no_transpose_cache)
+    notes.push_back(
+        "disable_parameter_transpose_cache: Megatron passes is_first_microbatch None, TE caches no fp8 weight copy "
+        "(linear.py l.1958): each forward quantizes every TE linear's weight anew and keeps it for dgrad, counted "
+        "in each layer's saved tensors (weight_fp8: data + transpose on Hopper, 4-byte scale_inv) per micro-batch "
+        "in flight; no fp8_weight_cache term, whatever the next note says");
+  if (o.fp8_gpu == Fp8Gpu::kBlackwell && (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise))
+    notes.push_back(
+        "fp8_gpu blackwell: a per-tensor Float8Tensor keeps one data buffer for rowwise and columnwise use (no "
+        "_transpose, TE csrc/quantizer.cpp l.361-376): the fp8_weight_cache term is 1 byte per weight, not 2 as "
+        "the next note says for Hopper; saved activations are the same bytes");
+  return notes;
+}
+
+int64_t te_fp8_scale_bytes(Fp8Recipe recipe, int64_t rows, int64_t cols, bool columnwise, bool weight_blocks) {
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  switch (recipe) {
+    case Fp8Recipe::kNone:
+      return 0;
+    case Fp8Recipe::kDelayed:
+    case Fp8Recipe::kTensorwise:
+      return kTeFp8ScaleInvBytes;
+    case Fp8Recipe::kMxfp8:  // e8m0, 1 byte each (MXFP8Quantizer::get_scale_shape)
+      return columnwise ? checked_mul(pad_up(rows / kMxfp8BlockSize, 4), pad_up(cols, 128))
+                        : checked_mul(pad_up(rows, 128), pad_up(cols / kMxfp8BlockSize, 4));
+    case Fp8Recipe::kBlockwise: {  // fp32 (Float8BlockQuantizer::get_scale_shape)
+      int64_t n = 0;
+      if (weight_blocks)
+        n = columnwise ? ceil_div(cols, kFp8BlockLen) * pad_up(ceil_div(rows, kFp8BlockLen), 4)
+                       : ceil_div(rows, kFp8BlockLen) * pad_up(ceil_div(cols, kFp8BlockLen), 4);
+      else
+        n = columnwise ? checked_mul(ceil_div(rows, kFp8BlockLen), pad_up(cols, 4))
+                       : checked_mul(ceil_div(cols, kFp8BlockLen), pad_up(rows, 4));
+      return checked_mul(4, n);
+    }
+  }
+  return 0;
+}
+
+int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int64_t in) {
+  const int64_t n = checked_mul(out, in);
+  if (recipe == Fp8Recipe::kDelayed || recipe == Fp8Recipe::kTensorwise)
+    return checked_add(gpu == Fp8Gpu::kBlackwell ? n : checked_mul(kTeFp8CopyBytesPerWeight, n), kTeFp8ScaleInvBytes);
+  // mxfp8 / blockwise: a rowwise and a columnwise copy, each with its own scales (128x128 weight blocks)
+  return checked_add(checked_mul(2, n), checked_add(te_fp8_scale_bytes(recipe, out, in, false, true),
+                                                    te_fp8_scale_bytes(recipe, out, in, true, true)));
+}
+
+int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep,
+                                        const MegatronOptions& o) {
+  if (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise) {
+    const int64_t per_element = o.fp8_gpu == Fp8Gpu::kHopper ? kTeFp8CopyBytesPerWeight : 1;
+    return checked_add(checked_mul(per_element, te_fp8_weight_elements(m, l, tp, ep)),
+                       checked_mul(kTeFp8ScaleInvBytes, te_fp8_weight_copies(m, l, ep)));
+  }
+  if (l.moe || m.mla) return 0;  // mxfp8 / blockwise refused there (check_megatron_workload)
+  const int64_t h = m.hidden;
+  const int64_t q = m.num_heads / tp * m.head_dim;
+  const int64_t kv = m.kv_heads_per_rank(tp) * m.head_dim;
+  const int64_t ffn = l.ffn / tp;
+  const auto copy = [&](int64_t out, int64_t in) { return te_fp8_weight_copy_bytes(o.fp8, o.fp8_gpu, out, in); };
+  return checked_add(checked_add(copy(q + 2 * kv, h), copy(h, q)),
+                     checked_add(copy((m.gated_mlp ? 2 : 1) * ffn, h), copy(h, ffn)));
+}
+
+Expected<void> check_fp8_gpu(const Workload& w) {
+  const MegatronOptions& o = w.megatron;
+  if (o.fp8_gpu != Fp8Gpu::kHopper && o.fp8 == Fp8Recipe::kNone)
+    return Error{ErrorKind::kIncompatible, "fp8_gpu",
+                 "@fp8_gpu sets the GPU generation TE's fp8 copies follow; it applies with @fp8 only; drop it"};
+  if (o.no_transpose_cache && o.fp8 == Fp8Recipe::kNone)
+    return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
+                 "@disable_parameter_transpose_cache drops TE's cached fp8 weight copies; it applies with @fp8 only; "
+                 "drop it"};
+  if (o.no_transpose_cache && o.fp8 != Fp8Recipe::kDelayed && o.fp8 != Fp8Recipe::kTensorwise)
+    return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
+                 "@disable_parameter_transpose_cache is modeled for the per-tensor recipes (delayed, tensorwise); "
+                 "the per-micro-batch mxfp8 / blockwise weight copies with their block scales are not; drop it"};
+  return {};
 }
 
 }  // namespace actmem::detail

@@ -128,5 +128,63 @@ inline constexpr int64_t kTeFp8RowAlign = 16;
 /// Megatron refuses moe_act and layernorm with the delayed recipe (transformer_config.py
 /// l.2000-2005), whose Float8Quantizer cannot keep the original input (TE linear.py l.309-326).
 uint16_t te_fp8_input_tag(const std::string& linear_name);
+// ---------------------------------------------------------------------------------------------
+// Block-scaled fp8 recipes (--fp8 mxfp8 | blockwise) and the GPU generation (--fp8-gpu). TE main
+// @d0067d0da6cb: csrc/quantizer.cpp MXFP8Quantizer::get_scale_shape l.1852-1881,
+// Float8BlockQuantizer::create_tensor l.1061-1116 and get_scale_shape l.1441-1493; recipe defaults
+// common/recipe/__init__.py l.392-437 (Float8BlockScaling: x and grad 1x128 tiles, weights 128x128).
+// For a tensor of M rows (all dims but the last) and K columns (the last):
+//  MXFP8 (e4m3 data, 1 byte; one e8m0 byte per 32 elements; M and K multiples of 32):
+//    rowwise    data M·K, scale pad(M, 128) x pad(K/32, 4)
+//    columnwise data M·K (same layout), scale pad(M/32, 4) x pad(K, 128)
+//  Float8 blockwise (fp32 scales), 1x128 tiles (block_scaling_dim 1, activations):
+//    rowwise    data M·K, scale ⌈K/128⌉ x pad(M, 4)
+//    columnwise data K·M (transposed), scale ⌈M/128⌉ x pad(K, 4)
+//  128x128 blocks (block_scaling_dim 2, weights):
+//    rowwise    data M·K, scale ⌈M/128⌉ x pad(⌈K/128⌉, 4)
+//    columnwise data K·M, scale ⌈K/128⌉ x pad(⌈M/128⌉, 4)
+// A saved linear input keeps its columnwise usage only, with or without sequence parallelism
+// (layernorm_linear.py l.478-487: MXFP8 and blockwise ln_out update_usage(rowwise_usage=False)
+// even when backward gathers it; linear.py l.600-616: supports_only_rowwise_all_gather() is False
+// for both); linear_proj keeps its bf16 input instead (Megatron attention.py l.428-444 for every
+// recipe but delayed; TE keeps it: both quantizers are is_requantization_safe()).
+inline constexpr int64_t kMxfp8BlockSize = 32;
+inline constexpr int64_t kFp8BlockLen = 128;
+
+/// Rounds x up to a multiple of m. Example: pad_up(704, 128) == 768.
+inline int64_t pad_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// Scale bytes of one usage of an M x K tensor quantized by `recipe` (`weight_blocks`: blockwise's
+/// 128x128 weight blocks, else its 1x128 tiles). delayed / tensorwise: the one fp32 scale_inv.
+/// Example: te_fp8_scale_bytes(Fp8Recipe::kMxfp8, 128, 704, true, false) == 4 * 768 (pad(128/32, 4) x pad(704, 128)).
+int64_t te_fp8_scale_bytes(Fp8Recipe recipe, int64_t rows, int64_t cols, bool columnwise, bool weight_blocks);
+
+/// Bytes of TE's cached fp8 copy of one (out, in) weight in training (rowwise for fprop, columnwise
+/// for dgrad): delayed / tensorwise 2·out·in + 4 on Hopper (data + transpose), out·in + 4 on
+/// Blackwell (one buffer); mxfp8 2·out·in + both padded e8m0 scale tensors; blockwise 2·out·in +
+/// both fp32 128x128-block scale tensors. Example: Llama-3-8B's fc2 (4096, 14336) under mxfp8:
+/// 2·58,720,256 + 4096·448 + 128·14336 = 121,110,528.
+int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int64_t in);
+/// The cache bytes of one layer's TE linears on one TP rank (`ep` for the routed experts' copies).
+/// delayed / tensorwise: bytes per weight element (2 on Hopper: data + transpose, 1 on Blackwell)
+/// times te_fp8_weight_elements + 4 per te_fp8_weight_copies, for every layer kind (dense, MoE, MLA);
+/// on Hopper this is te_fp8_weight_cache_bytes(elements, copies). mxfp8 / blockwise: the sum of
+/// te_fp8_weight_copy_bytes over the four linears (qkv, proj, fc1, fc2) of a dense standard-attention
+/// layer (MoE and MLA are refused with those recipes: check_megatron_workload).
+int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep,
+                                        const MegatronOptions& options);
+/// --disable-parameter-transpose-cache (per-tensor recipes): Megatron passes is_first_microbatch
+/// None (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958),
+/// so every forward quantizes the weight anew with rowwise and columnwise usage (l.466-490) and
+/// saves that copy for dgrad (wt_save = weightmat, l.643-661; layernorm_linear.py alike): no static
+/// term, but each micro-batch in flight keeps its own copies, per TE linear (out, in): data, and
+/// on Hopper the transpose, 1 byte per weight each, + the 4-byte scale_inv (op_graph.cc linear()).
+
+/// Report notes for mxfp8 / blockwise and --fp8-gpu blackwell (megatron_notes adds them; empty for
+/// delayed / tensorwise on Hopper, whose note is megatron_notes' own).
+std::vector<std::string> fp8_recipe_notes(const MegatronOptions& options);
+/// --fp8-gpu and the recipes against the GPU: fp8_gpu applies with @fp8 only. Called by
+/// check_megatron_workload.
+Expected<void> check_fp8_gpu(const Workload& workload);
 
 }  // namespace actmem::detail

@@ -33,6 +33,8 @@ struct TrainingFlags {
   std::string experts_impl = "grouped_mm";
   std::string transformer_impl;   // --framework megatron (megatron_options.h); empty = local
   std::string fp8;                // empty = none
+  std::string fp8_gpu;            // empty = hopper
+  bool disable_parameter_transpose_cache = false;
   bool activation_func_fp8_input_store = false;
   bool no_rope_fusion = false;
   std::string recompute_modules;  // empty = core_attn
@@ -95,7 +97,11 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
       ->capture_default_str();
   cmd->add_option("--transformer-impl", f.transformer_impl,
                   "with --framework megatron: local (default) or transformer_engine (TE)");
-  cmd->add_option("--fp8", f.fp8, "TE fp8 recipe (with --transformer-impl): delayed or tensorwise");
+  cmd->add_option("--fp8", f.fp8,
+                  "TE fp8 recipe (with --transformer-impl): delayed, tensorwise, mxfp8 or blockwise");
+  cmd->add_option("--fp8-gpu", f.fp8_gpu, "with --fp8: hopper (default) or blackwell (TE's fp8 weight copies)");
+  cmd->add_flag("--disable-parameter-transpose-cache", f.disable_parameter_transpose_cache,
+                "with --fp8: fp8 weight copies made and saved per micro-batch (Megatron's flag)");
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
   cmd->add_flag("--no-rope-fusion", f.no_rope_fusion,
@@ -228,6 +234,9 @@ Expected<TrainingInputs> to_inputs(const TrainingFlags& f, TrainingInputs in = {
   if (!f.lora_targets.empty()) named.emplace_back("lora_targets", f.lora_targets);
   if (!f.transformer_impl.empty()) named.emplace_back("transformer_impl", f.transformer_impl);
   if (!f.fp8.empty()) named.emplace_back("fp8", f.fp8);
+  if (!f.fp8_gpu.empty()) named.emplace_back("fp8_gpu", f.fp8_gpu);
+  if (f.disable_parameter_transpose_cache)
+    named.emplace_back("disable_parameter_transpose_cache", f.disable_parameter_transpose_cache);
   if (f.activation_func_fp8_input_store)
     named.emplace_back("activation_func_fp8_input_store", f.activation_func_fp8_input_store);
   if (!f.recompute_modules.empty()) named.emplace_back("recompute_modules", f.recompute_modules);
