@@ -195,6 +195,73 @@ def recent_flag_commands(rng, n):
     return cmds
 
 
+def megatron_fidelity_commands(rng, n):
+    """Megatron-core flags added by the fidelity work after recent_flag_commands (fp8 recipes and
+    --fp8-gpu, fp8 on MoE / MLA, TopKRouter options, activation CPU offloading, MLA's unfused RoPE):
+    a third seeded stream, appended so that every earlier command stays unchanged. Some draws are
+    layouts Megatron refuses; their error lines are recorded too."""
+    cmds = []
+    for _ in range(n):
+        kind = rng.choice(["fp8", "fp8", "router", "offload", "rope"])
+        moe_models = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
+        model = ("deepseek-v3" if kind == "rope" else rng.choice(moe_models) if kind == "router" else
+                 rng.choice(["llama-3-8b", "llama-3.1-70b", "qwen2.5-7b"] + moe_models))
+        moe = model in moe_models
+        a = ["estimate", "--model", model, "--framework", "megatron", "--seq-len", str(rng.choice([2048, 4096])),
+             "--micro-batch", str(rng.choice([1, 2])), "--attention", "flash"]
+        te = kind == "fp8" or rng.random() < 0.5
+        if te:
+            a += ["--transformer-impl", "transformer_engine"]
+        if kind == "fp8":
+            a += ["--fp8", rng.choice(["delayed", "tensorwise", "mxfp8", "blockwise"])]
+            if rng.random() < 0.3:
+                a += ["--fp8-gpu", rng.choice(["hopper", "blackwell"])]
+            if rng.random() < 0.15:
+                a += ["--disable-parameter-transpose-cache"]
+        elif kind == "router" and moe:
+            if rng.random() < 0.5:
+                a += ["--moe-router-score-function", rng.choice(["softmax", "sigmoid"])]
+            if rng.random() < 0.3:
+                a += ["--moe-router-enable-expert-bias"]
+            if rng.random() < 0.3:
+                a += ["--moe-router-load-balancing-type", rng.choice(["aux_loss", "seq_aux_loss", "global_aux_loss",
+                                                                      "none"])]
+            if rng.random() < 0.3:
+                a += ["--moe-router-dtype", rng.choice(["fp32", "fp64"])]
+            if rng.random() < 0.2:
+                a += ["--moe-z-loss-coeff", "0.001"]
+            if rng.random() < 0.3:
+                a += ["--moe-token-dispatcher", "alltoall"]
+        elif kind == "offload":
+            a += ["--cpu-offloading-num-layers", str(rng.choice([1, 4, 16, 31]))]
+        elif kind == "rope":
+            a += ["--no-rope-fusion"]
+        rec = "none" if kind == "offload" else rng.choice(["none", "none", "selective", "full"])
+        a += ["--recompute", rec]
+        if rec == "selective" and rng.random() < 0.5:
+            mods = ["core_attn", "layernorm", "mlp"] + (["moe_act", "moe"] if moe else [])
+            if model == "deepseek-v3":
+                mods.append("mla_up_proj")
+            a += ["--recompute-modules", ",".join(sorted(set(rng.sample(mods, rng.choice([1, 2])))))]
+        tp = rng.choice([1, 2, 4, 8])
+        pp = 1 if kind == "offload" or model == "deepseek-v3" else rng.choice([1, 1, 2, 4])
+        a += ["--tp", str(tp), "--pp", str(pp), "--dp", str(rng.choice([8, 64]))]
+        if tp > 1 and rng.random() < 0.6:
+            a += ["--sp"]
+        if rng.random() < 0.2:
+            a += ["--cp", "2"]
+        if moe and rng.random() < 0.5:
+            a += ["--ep", str(rng.choice([2, 8]))]
+        a += ["--zero", str(rng.choice([0, 1, 3]))]
+        r = rng.random()
+        if r < 0.8:
+            a += ["--json"]
+        elif r < 0.9:
+            a[0] = "explain"
+        cmds.append(a)
+    return cmds
+
+
 def commands():
     rng = random.Random(20261201)
     cmds = [["estimate", "--json"], ["estimate"], ["explain"], ["models"], ["models", "--json"],
@@ -208,6 +275,7 @@ def commands():
         cmds += estimate_commands(rng, model, 100)
         cmds += serve_commands(rng, model, 25)
     cmds += recent_flag_commands(random.Random(20261202), 300)
+    cmds += megatron_fidelity_commands(random.Random(20261203), 200)
     return cmds
 
 
