@@ -98,14 +98,14 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--transformer-impl", f.transformer_impl,
                   "with --framework megatron: local (default) or transformer_engine (TE)");
   cmd->add_option("--fp8", f.fp8,
-                  "TE fp8 recipe (with --transformer-impl): delayed, tensorwise, mxfp8 or blockwise");
+                  "TE fp8 recipe: delayed, tensorwise, mxfp8 or blockwise");
   cmd->add_option("--fp8-gpu", f.fp8_gpu, "with --fp8: hopper (default) or blackwell (TE's fp8 weight copies)");
   cmd->add_flag("--disable-parameter-transpose-cache", f.disable_parameter_transpose_cache,
-                "with --fp8: fp8 weight copies made and saved per micro-batch (Megatron's flag)");
+                "with --fp8: weight copies saved per micro-batch");
   cmd->add_flag("--activation-func-fp8-input-store", f.activation_func_fp8_input_store,
                 "with --fp8: keep the SwiGLU input in fp8 (Megatron's flag)");
   cmd->add_flag("--no-rope-fusion", f.no_rope_fusion,
-                "megatron, MLA models: the unfused RoPE (Megatron's flag; keeps cos/sin per call)");
+                "megatron, MLA models: unfused RoPE (cos/sin per call)");
   cmd->add_option("--recompute-modules", f.recompute_modules,
                   "megatron, --recompute selective: core_attn (default), layernorm, mlp,\n"
                   "moe_act, moe, shared_experts, mla_up_proj");
@@ -120,7 +120,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_option("--moe-router-topk-scaling-factor", f.moe_router_topk_scaling_factor,
                   "with --framework megatron: top-k prob scaling (saves nothing)");
   cmd->add_option("--moe-router-load-balancing-type", f.moe_router_load_balancing_type,
-                  "with --framework megatron: aux_loss, seq_aux_loss, global_aux_loss or none");
+                  "megatron: aux_loss, seq_aux_loss, global_aux_loss or none");
   cmd->add_option("--moe-aux-loss-coeff", f.moe_aux_loss_coeff, "with --framework megatron: 0 skips the aux loss");
   cmd->add_option("--moe-z-loss-coeff", f.moe_z_loss_coeff, "with --framework megatron: router z-loss");
   cmd->add_option("--moe-router-dtype", f.moe_router_dtype, "with --framework megatron: fp32 or fp64");
@@ -158,7 +158,7 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   cmd->add_flag("--offload-activations", f.offload_activations,
                 "saved activations in CPU memory (torchtune activation offloading)");
   cmd->add_option("--cpu-offloading-num-layers", f.cpu_offloading_num_layers,
-                  "megatron: the first N layers' saved activations in CPU memory (TE cpu_offload)");
+                  "megatron: first N layers' activations in CPU memory");
   cmd->add_option("--loss", f.loss, "full (default), chunked[:N] (torchtune, N=8), fused-linear-ce (Liger)");
   cmd->add_option("--dp", f.parallel.dp, "data-parallel size")->capture_default_str();
   cmd->add_option("--tp", f.parallel.tp, "tensor-parallel size")->capture_default_str();
