@@ -450,7 +450,7 @@ def _hf5_expert_terms(cfg, run, weight_bytes):
 
 def _encoder_layer_terms(cfg, run):
     """BertLayer / RobertaLayer (EXPECTED.md, "Encoders"): post-LN, bidirectional attention."""
-    s, b, h, a, d, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.head_dim, cfg.ffn
+    s, b, h, a, f = run.seq_len, run.micro_batch, cfg.hidden, cfg.heads, cfg.ffn
     T, e = s * b, 2 if run.dtype == "bf16" else 4
     ph, pa, eager = run.hidden_dropout > 0, run.attention_dropout > 0, run.attention == "eager"
     if run.recompute == "full":

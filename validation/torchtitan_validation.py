@@ -278,7 +278,6 @@ class OpSacCheckpoint:
 
     def __call__(self, block, x, freqs_cis):
         self.cache, self.mm_cache = [], []
-        inputs = (x.detach().requires_grad_(x.requires_grad), freqs_cis)
         state = {"grads": None}
         handles = []
 
@@ -293,7 +292,7 @@ class OpSacCheckpoint:
                     saved = []
                     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or len(saved) - 1,
                                                                   lambda j: saved[j]):
-                        out = block(xx, freqs_cis)
+                        block(xx, freqs_cis)  # run for its saves; the output is not needed
                 state["grads"] = saved
             return state["grads"][i]
 
