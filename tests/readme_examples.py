@@ -17,6 +17,9 @@ A line of a shell block that starts with `actmem ` but has no `$ ` is an error: 
 must be run. Shell blocks without `$` lines (installing packages, the build scripts, pip) are not
 run here; CI runs the scripts.
 
+Every relative link ([text](path)) must name a file of the repository (docs/options.md and
+docs/testing.md come from their own changes: a link to them is only noted while they are missing).
+
 docs/options.md (generated, with its own staleness test) and docs/testing.md are not read here.
 
   tests/readme_examples.py --actmem build/actmem     (run from anywhere; commands run in the repo root)
@@ -94,6 +97,23 @@ def examples(path):
     return found, problems
 
 
+def links(path):
+    """Problems with the file's relative links: a target outside the repository or missing."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        text = re.sub(FENCE, "", f.read())
+    problems, notes = [], []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        resolved = os.path.normpath(os.path.join(ROOT, os.path.dirname(path), target.split("#")[0]))
+        rel = os.path.relpath(resolved, ROOT)
+        if rel.startswith(".."):
+            problems.append(f"{path}: link outside the repository: {target}")
+        elif not os.path.exists(resolved):
+            (notes if rel in NOT_READ else problems).append(f"{path}: link to a missing file: {target}")
+    return problems, notes
+
+
 def in_order(printed, excerpt):
     """The first excerpt line missing from printed (in order), or None."""
     at = 0
@@ -160,6 +180,10 @@ def main():
     seen = set()
     for path in a.files or documents():
         found, problems = examples(path)
+        link_problems, notes = links(path)
+        problems += link_problems
+        for n in notes:
+            print(f"note {n} (written by its own change)")
         for p in problems:
             print(f"FAIL {p}")
         failed += len(problems)
