@@ -1,5 +1,6 @@
 #include "policies/option_table.h"
 
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,72 @@ TEST(OptionTable, EveryListedOptionIsSettable) {
       EXPECT_NE(r.error().message.find("'?'"), std::string::npos) << r.error().message;
     }
   }
+}
+
+}  // namespace
+}  // namespace actmem
+
+namespace actmem {
+namespace {
+
+// The table's own promises: unique names, help for each, an example that sets something other than
+// the default (the front-end walks rely on it), and getters that read back what the setters set.
+TEST(OptionTable, EveryOptionHasHelpAnExampleAndReadsBack) {
+  std::set<std::string_view> names;
+  const TrainingSettings defaults;
+  for (const auto& spec : training_options()) {
+    EXPECT_TRUE(names.insert(spec.name).second) << spec.name;
+    EXPECT_FALSE(spec.help.empty()) << spec.name;
+    ASSERT_FALSE(spec.example.empty()) << spec.name;
+    TrainingSettings s;
+    const OptionValue v = spec.kind == OptionKind::kFlag ? OptionValue{true}
+                                                         : option_value_from_text(spec.kind, std::string(spec.example));
+    ASSERT_TRUE(set_training_option(s, spec.name, v)) << spec.name;
+    const auto got = get_training_option(s, spec.name);
+    ASSERT_TRUE(got) << spec.name;
+    EXPECT_NE(got, get_training_option(defaults, spec.name)) << spec.name;
+    // What the getter reads sets the same value again (the JSON echo is a valid input).
+    TrainingSettings again;
+    ASSERT_TRUE(set_training_option(again, spec.name, *got)) << spec.name;
+    EXPECT_EQ(get_training_option(again, spec.name), got) << spec.name;
+  }
+  EXPECT_GE(names.size(), 62u);
+}
+
+TEST(OptionTable, DefaultsComeFromTheStructs) {
+  EXPECT_EQ(option_default_text(*find_training_option("seq_len")), "8192");
+  EXPECT_EQ(option_default_text(*find_training_option("framework")), "hf");
+  EXPECT_EQ(option_default_text(*find_training_option("sp")), "off");
+  EXPECT_EQ(option_default_text(*find_training_option("hidden_dropout")), "from config.json");
+  EXPECT_EQ(option_choices(*find_training_option("optimizer")), kOptimizerNames.valid());
+  EXPECT_EQ(find_training_option("tp")->scope, OptionScope::kLayout);
+  EXPECT_EQ(find_training_option("attention")->scope, OptionScope::kWorkload);
+  EXPECT_TRUE(find_training_option("fp8")->applies_to(Framework::kMegatron));
+  EXPECT_FALSE(find_training_option("fp8")->applies_to(Framework::kHF));
+  EXPECT_EQ(find_training_option("nope"), nullptr);
+}
+
+TEST(OptionTable, TextBecomesTheKindsValue) {
+  EXPECT_EQ(option_value_from_text(OptionKind::kCount, "8"), OptionValue{int64_t{8}});
+  EXPECT_EQ(option_value_from_text(OptionKind::kCount, "-5"), OptionValue{int64_t{-5}});
+  EXPECT_EQ(option_value_from_text(OptionKind::kCount, "8x"), OptionValue{std::string("8x")});
+  EXPECT_EQ(option_value_from_text(OptionKind::kReal, "0.1"), OptionValue{0.1});
+  EXPECT_EQ(option_value_from_text(OptionKind::kReal, "0"), OptionValue{int64_t{0}});
+  EXPECT_EQ(option_value_from_text(OptionKind::kSize, "2GiB"), OptionValue{std::string("2GiB")});
+}
+
+TEST(OptionTable, JsonListsEveryOptionWithItsValue) {
+  TrainingSettings s;
+  ASSERT_TRUE(set_training_option(s, "tp", int64_t{8}));
+  const auto j = options_json(s);
+  ASSERT_EQ(j.size(), training_options().size());
+  for (const auto& o : j)
+    if (o["name"] == "tp") {
+      EXPECT_EQ(o["value"], 8);
+      EXPECT_EQ(o["default"], 1);
+      EXPECT_EQ(o["scope"], "layout");
+      EXPECT_EQ(o["min"], 1);
+    }
 }
 
 }  // namespace

@@ -236,10 +236,24 @@ std::string plan_json_text(const std::string& model, bool is_json, const std::st
   return actmem::plan_json(result, setup).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-py::list option_names(const std::span<const OptionInfo> infos) {
+/// (keyword, help) pairs of an option table (OptionInfo or OptionSpec rows), options named as keywords.
+template <typename Row>
+py::list option_names(const std::span<const Row> rows) {
   py::list out;
-  for (const auto& o : infos) out.append(py::make_tuple(std::string(o.name), std::string(o.help)));
+  for (const auto& o : rows)
+    out.append(py::make_tuple(std::string(o.name), python_message(std::string(o.help))));
   return out;
+}
+
+/// The training option table as JSON (options_json()), each option's value under the keywords given:
+/// what a keyword sets, read back through the table (the CLI's `actmem options --json --tp 8`).
+std::string options_json_text(const py::dict& options) {
+  TrainingSettings settings;
+  for (const auto& [key, value] : options) {
+    const auto name = key.cast<std::string>();
+    if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) raise(ok.error());
+  }
+  return options_json(settings).dump();
 }
 
 }  // namespace
@@ -259,6 +273,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
   m.def("plan_options", [] { return option_names(actmem::plan_options()); });
   m.def("training_options", [] { return option_names(actmem::training_options()); });
+  m.def("options_json", &options_json_text, py::arg("options"));
   m.def("serve_options", [] { return option_names(actmem::serve_options()); });
   m.def("machine_options", [] { return option_names(actmem::machine_options()); });
   m.def("presets", [] {

@@ -14,8 +14,8 @@ import os as _os
 
 from . import _native
 
-__all__ = ["estimate", "explain", "explain_text", "serve", "generate", "plan", "presets", "training_options", "serve_options",
-           "machine_options", "plan_options"]
+__all__ = ["estimate", "explain", "explain_text", "serve", "generate", "plan", "presets", "training_options", "options",
+           "serve_options", "machine_options", "plan_options"]
 
 
 def _model(model):
@@ -96,6 +96,13 @@ def presets():
 def training_options():
     """{keyword: help} for estimate() and explain()."""
     return dict(_native.training_options())
+
+
+def options(**options):
+    """The training option table (docs/options.md) as a list of dicts: name, kind, scope, group,
+    frameworks, advanced, help, example, default, default_text, choices, min, max, and value: the
+    option's value under the keywords given (options(tp=8)[...]["value"] == 8 for tp)."""
+    return _json.loads(_native.options_json(options))
 
 
 def machine_options():

@@ -247,11 +247,11 @@ def test_option_tables_list_the_cli_flags():
     _, help_text, _ = cli("estimate", "--help")
     fit = {"gpu", "gpu-memory", "cuda-context", "nccl-per-group", "fragmentation", "gpus-per-node",
            "inter-node-bandwidth", "compute-efficiency", "collective-efficiency"}
-    flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "params", "json", "from"} - fit
+    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "params", "json", "from"} - fit
     assert set(actmem.training_options()) == {f.replace("-", "_") for f in flags}
     assert set(actmem.machine_options()) == {f.replace("-", "_") for f in fit}
     _, help_text, _ = cli("serve", "--help")
-    flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
+    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
     # --generate and its own flags are actmem.generate()'s keywords (with batch, dtype, attention).
     generate_only = {"generate", "prompt-len", "new-tokens"}
     assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags - generate_only}
