@@ -8,15 +8,19 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "config/megatron_model.h"   // read_megatron_model: the model parts of the arguments
+#include "config/megatron_reader.h"  // Arg, Reader
 #include "config/training_config.h"
-#include "model/hf_config.h"
 #include "util/spellcheck.h"
 
 namespace actmem {
 
 namespace {
+
+using megatron::Arg;
+using megatron::kMaxCount;
+using megatron::Reader;
 
 struct Token {
   std::string text;
@@ -167,12 +171,6 @@ std::vector<Token> expand(const Token& word, const Vars& vars) {
   return {{out, word.line}};
 }
 
-struct Arg {
-  std::string flag;  // without the leading dashes
-  std::vector<std::string> values;
-  int line = 0;
-};
-
 /// The script's `--flag value...` arguments in order, variables expanded.
 std::vector<Arg> arguments(std::string_view text) {
   Vars vars;
@@ -253,10 +251,17 @@ constexpr ArgRule kRules[] = {
     {"num-attention-heads", Use::kRead}, {"group-query-attention", Use::kRead}, {"num-query-groups", Use::kRead},
     {"kv-channels", Use::kRead}, {"seq-length", Use::kRead}, {"max-position-embeddings", Use::kRead},
     {"vocab-size", Use::kRead}, {"tokenizer-type", Use::kRead}, {"make-vocab-size-divisible-by", Use::kRead},
-    {"swiglu", Use::kRead}, {"normalization", Use::kRead}, {"norm-epsilon", Use::kNoEffect},
+    {"swiglu", Use::kRead}, {"squared-relu", Use::kRead}, {"quick-geglu", Use::kRead},
+    {"normalization", Use::kRead}, {"norm-epsilon", Use::kRead}, {"qk-layernorm", Use::kRead},
     {"position-embedding-type", Use::kRead}, {"use-rotary-position-embeddings", Use::kRead},
+    {"rotary-percent", Use::kRead}, {"no-rope-freq", Use::kRead},
     {"untie-embeddings-and-output-weights", Use::kRead}, {"disable-bias-linear", Use::kRead},
+    {"add-qkv-bias", Use::kRead},
     {"num-experts", Use::kRead}, {"moe-router-topk", Use::kRead}, {"moe-ffn-hidden-size", Use::kRead},
+    {"moe-layer-freq", Use::kRead}, {"moe-shared-expert-intermediate-size", Use::kRead},
+    {"moe-shared-expert-gate", Use::kRead}, {"moe-router-pre-softmax", Use::kRead},
+    {"multi-latent-attention", Use::kRead}, {"q-lora-rank", Use::kRead}, {"kv-lora-rank", Use::kRead},
+    {"qk-head-dim", Use::kRead}, {"qk-pos-emb-head-dim", Use::kRead}, {"v-head-dim", Use::kRead},
     {"hidden-dropout", Use::kRead}, {"attention-dropout", Use::kRead},
     // Layout and precision.
     {"micro-batch-size", Use::kRead}, {"global-batch-size", Use::kRead},
@@ -300,7 +305,7 @@ constexpr ArgRule kRules[] = {
     {"wandb-exp-name", Use::kNoEffect}, {"exit-duration-in-mins", Use::kNoEffect}, {"no-mmap-bin-files", Use::kNoEffect},
     {"mock-data", Use::kNoEffect}, {"use-mcore-models", Use::kNoEffect},
     {"ckpt-format", Use::kNoEffect}, {"timing-log-level", Use::kNoEffect}, {"log-params-norm", Use::kNoEffect},
-    {"log-num-zeros-in-grad", Use::kNoEffect}, {"rotary-base", Use::kNoEffect}, {"rotary-percent", Use::kNoEffect},
+    {"log-num-zeros-in-grad", Use::kNoEffect}, {"rotary-base", Use::kNoEffect},
     {"apply-layernorm-1p", Use::kNoEffect}, {"decoupled-lr", Use::kNoEffect}, {"decoupled-min-lr", Use::kNoEffect},
     {"calculate-per-token-loss", Use::kNoEffect}, {"manual-gc", Use::kNoEffect}, {"profile", Use::kNoEffect},
     {"profile-step-start", Use::kNoEffect}, {"profile-step-end", Use::kNoEffect},
@@ -332,61 +337,6 @@ const ArgRule* find_rule(std::string_view flag) {
     if (r.flag == flag) return &r;
   return nullptr;
 }
-
-constexpr int64_t kMaxCount = (int64_t{1} << 31) - 1;
-
-class Reader {
- public:
-  Reader(std::vector<Arg> args, std::string name) : name_(std::move(name)) {
-    for (auto& a : args) args_[a.flag] = std::move(a);  // argparse: the last one wins
-  }
-
-  bool has(std::string_view flag) const { return args_.count(std::string(flag)) > 0; }
-  std::string where(std::string_view flag) const {
-    const auto& a = args_.at(std::string(flag));
-    std::string text = "--" + a.flag;
-    for (const auto& v : a.values) text += " " + v;
-    return fmt::format("{} ({}:{})", text, name_, a.line);
-  }
-  Expected<std::string> text(std::string_view flag) const {
-    const auto& a = args_.at(std::string(flag));
-    if (a.values.empty()) return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} needs a value", where(flag), flag)};
-    return a.values.front();
-  }
-  const std::vector<std::string>& values(std::string_view flag) const { return args_.at(std::string(flag)).values; }
-  Expected<int64_t> count(std::string_view flag) const {
-    auto t = text(flag);
-    if (!t) return t.error();
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
-    if (ec != std::errc{} || end != t->data() + t->size())
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number, got '{}'", where(flag), *t)};
-    // Every count Megatron takes fits 31 bits; the bound keeps the products below inside int64.
-    if (v < 0 || v > kMaxCount)
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: {} is out of range; use 0..{}", where(flag), v, kMaxCount)};
-    return v;
-  }
-  Expected<double> real(std::string_view flag) const {
-    auto t = text(flag);
-    if (!t) return t.error();
-    char* end = nullptr;
-    const double v = std::strtod(t->c_str(), &end);
-    if (end == t->c_str() || *end != '\0')
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a number, got '{}'", where(flag), *t)};
-    return v;
-  }
-  const std::map<std::string, Arg>& all() const { return args_; }
-  const std::string& name() const { return name_; }
-
- private:
-  std::map<std::string, Arg> args_;
-  std::string name_;
-};
-
-#define ACTMEM_TRY(var, expr)        \
-  auto var##_r = (expr);             \
-  if (!var##_r) return var##_r.error(); \
-  auto var = *var##_r
 
 }  // namespace
 
@@ -636,163 +586,6 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   return {};
 }
 
-/// The architecture as an HF config (GPT or Llama layout), when the arguments give one.
-Expected<void> read_model(const Reader& in, TrainingConfig& cfg) {
-  int64_t tp = 1;  // the vocabulary is padded per TP rank
-  if (in.has("tensor-model-parallel-size")) {
-    ACTMEM_TRY(t, in.count("tensor-model-parallel-size"));
-    tp = t;
-  }
-  // The architecture, when the arguments give it.
-  if (!in.has("hidden-size")) return {};  // a layout only (--num-layers may serve --num-layers-per-virtual-...)
-  for (const char* need : {"num-layers", "hidden-size", "num-attention-heads"})
-    if (!in.has(need))
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: --{} is missing; the arguments describe a model only in part "
-                                                       "(add it, or give the model with --model)",
-                                                       in.name(), need)};
-  ACTMEM_TRY(layers, in.count("num-layers"));
-  ACTMEM_TRY(hidden, in.count("hidden-size"));
-  ACTMEM_TRY(heads, in.count("num-attention-heads"));
-  auto note = [&](std::string fact) { cfg.model_from.push_back(std::move(fact)); };
-  note(in.where("num-layers"));
-  note(in.where("hidden-size"));
-  note(in.where("num-attention-heads"));
-  const bool swiglu = in.has("swiglu");
-  std::string norm = "LayerNorm";
-  if (in.has("normalization")) {
-    ACTMEM_TRY(n, in.text("normalization"));
-    norm = n;
-    note(in.where("normalization"));
-  }
-  std::string pos = in.has("use-rotary-position-embeddings") ? "rope" : "learned_absolute";
-  if (in.has("position-embedding-type")) {
-    ACTMEM_TRY(p, in.text("position-embedding-type"));
-    pos = p;
-    note(in.where("position-embedding-type"));
-  }
-  const bool bias = !in.has("disable-bias-linear");
-  int64_t ffn = swiglu ? (4 * hidden * 2 / 3) / 64 * 64 : 4 * hidden;  // Megatron's defaults
-  if (in.has("ffn-hidden-size")) {
-    ACTMEM_TRY(f, in.count("ffn-hidden-size"));
-    ffn = f;
-    note(in.where("ffn-hidden-size"));
-  } else {
-    note(fmt::format("ffn_hidden_size {} = Megatron's default ({})", ffn, swiglu ? "int(8h/3 / 64)·64 with --swiglu" : "4h"));
-  }
-  int64_t kv_heads = heads;
-  if (in.has("group-query-attention")) {
-    if (!in.has("num-query-groups"))
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: --group-query-attention needs --num-query-groups", in.where("group-query-attention"))};
-    ACTMEM_TRY(g, in.count("num-query-groups"));
-    kv_heads = g;
-    note(in.where("num-query-groups"));
-  }
-  int64_t seq = kDefaultSeqLen;
-  if (in.has("seq-length")) {
-    ACTMEM_TRY(s, in.count("seq-length"));
-    seq = s;
-  }
-  int64_t positions = seq;
-  if (in.has("max-position-embeddings")) {
-    ACTMEM_TRY(p, in.count("max-position-embeddings"));
-    positions = p;
-  }
-  // Vocabulary: given, or the GPT-2 BPE's 50257; then padded as Megatron pads it
-  // (_vocab_size_with_padding: a multiple of make_vocab_size_divisible_by × tp).
-  int64_t vocab = 0;
-  if (in.has("vocab-size")) {
-    ACTMEM_TRY(v, in.count("vocab-size"));
-    vocab = v;
-  } else if (in.has("vocab-file") || (in.has("tokenizer-type") && in.text("tokenizer-type") &&
-                                      *in.text("tokenizer-type") == "GPT2BPETokenizer")) {
-    vocab = 50257;
-  } else {
-    return Error{ErrorKind::kConfig, "", fmt::format("{}: the vocabulary size is not in the arguments (no --vocab-size, no "
-                                                     "GPT-2 --vocab-file); add --vocab-size N or give the model with --model",
-                                                     in.name())};
-  }
-  int64_t divisible = 128;
-  if (in.has("make-vocab-size-divisible-by")) {
-    ACTMEM_TRY(d, in.count("make-vocab-size-divisible-by"));
-    divisible = d;
-  }
-  const int64_t multiple = std::max<int64_t>(1, divisible * tp);
-  const int64_t padded = (vocab + multiple - 1) / multiple * multiple;
-  note(fmt::format("vocabulary {} padded to {} (a multiple of {} x tp {}, as Megatron pads it){}", vocab, padded,
-                   divisible, tp, in.has("vocab-size") ? " from " + in.where("vocab-size") : " (GPT-2 BPE)"));
-  const bool tied = !in.has("untie-embeddings-and-output-weights");
-  double hidden_dropout = 0.1, attention_dropout = 0.1;
-  if (in.has("hidden-dropout")) hidden_dropout = in.real("hidden-dropout").value();
-  if (in.has("attention-dropout")) attention_dropout = in.real("attention-dropout").value();
-  const char* torch_dtype = in.has("bf16") ? "bfloat16" : in.has("fp16") ? "float16" : "float32";
-
-  nlohmann::json hf;
-  // Two bases, by MLP, positions and biases; the norm is Megatron's --normalization on either.
-  const bool gpt = !swiglu && pos == "learned_absolute" && bias && kv_heads == heads;
-  const bool llama = swiglu && pos == "rope" && !bias;
-  if (norm != "LayerNorm" && norm != "RMSNorm")
-    return Error{ErrorKind::kConfig, "", fmt::format("{}: use LayerNorm or RMSNorm", in.where("normalization"))};
-  if (in.has("num-experts") && !llama)
-    return Error{ErrorKind::kConfig, "", fmt::format("{}: actmem reads Megatron MoE models of the Mixtral kind "
-                                                     "(--swiglu, rope, --disable-bias-linear); give this one "
-                                                     "with --model config.json",
-                                                     in.where("num-experts"))};
-  if (gpt) {
-    note("GPT (GeLU, learned positions, biases): HF gpt2 layout");
-    hf = {{"model_type", "gpt2"}, {"n_embd", hidden}, {"n_head", heads}, {"n_layer", layers},
-          {"n_inner", ffn}, {"n_positions", positions}, {"vocab_size", padded}, {"activation_function", "gelu"},
-          {"resid_pdrop", hidden_dropout}, {"attn_pdrop", attention_dropout}, {"embd_pdrop", hidden_dropout},
-          {"layer_norm_epsilon", 1e-5}, {"tie_word_embeddings", tied}, {"torch_dtype", torch_dtype}};
-    if (!tied) note("untied output layer");
-    if (in.has("kv-channels") && in.count("kv-channels") && *in.count("kv-channels") * heads != hidden)
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: a GPT model with head size other than h/a is not read; give it "
-                                                       "with --model config.json",
-                                                       in.where("kv-channels"))};
-  } else if (llama) {
-    note("Llama (SwiGLU, RoPE, no biases): HF llama layout");
-    hf = {{"model_type", "llama"}, {"hidden_size", hidden}, {"num_attention_heads", heads},
-          {"num_key_value_heads", kv_heads}, {"num_hidden_layers", layers}, {"intermediate_size", ffn},
-          {"max_position_embeddings", positions}, {"vocab_size", padded}, {"hidden_act", "silu"},
-          {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", tied}, {"torch_dtype", torch_dtype},
-          {"attention_dropout", attention_dropout}};
-    if (in.has("kv-channels")) {
-      ACTMEM_TRY(d, in.count("kv-channels"));
-      hf["head_dim"] = d;
-      note(in.where("kv-channels"));
-    }
-    if (in.has("num-experts")) {
-      ACTMEM_TRY(e, in.count("num-experts"));
-      int64_t topk = 2;
-      if (in.has("moe-router-topk")) {
-        ACTMEM_TRY(k, in.count("moe-router-topk"));
-        topk = k;
-      }
-      hf["model_type"] = "mixtral";
-      hf["num_local_experts"] = e;
-      hf["num_experts_per_tok"] = topk;
-      if (in.has("moe-ffn-hidden-size")) hf["intermediate_size"] = in.count("moe-ffn-hidden-size").value();
-      note(fmt::format("{} experts, top-{}: HF mixtral layout", e, topk));
-    }
-  } else {
-    return Error{ErrorKind::kConfig, "",
-                 fmt::format("{}: actmem reads Megatron GPT (GeLU, learned positions, biases) and Llama "
-                             "(--swiglu --position-embedding-type rope --disable-bias-linear) models; this one mixes "
-                             "them (swiglu {}, {} positions, biases {}, {} KV heads); give it with --model",
-                             in.name(), swiglu, pos, bias, kv_heads)};
-  }
-  auto model = parse_hf_config(hf.dump(), in.name());
-  if (!model) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), model.error().message)};
-  const NormKind norm_kind = norm == "RMSNorm" ? NormKind::kRMSNorm : NormKind::kLayerNorm;
-  if (model->norm != norm_kind) {  // Megatron's LayerNorm has a bias; RMSNorm has none
-    model->norm = norm_kind;
-    model->norm_bias = norm_kind == NormKind::kLayerNorm;
-    note(fmt::format("{} norms ({})", norm, in.has("normalization") ? in.where("normalization") : "Megatron's default"));
-    if (auto ok = model->validate(); !ok) return Error{ErrorKind::kConfig, "", fmt::format("{}: {}", in.name(), ok.error().message)};
-  }
-  cfg.model = std::move(*model);
-  return {};
-}
-
 }  // namespace
 
 Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name) {
@@ -817,7 +610,7 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
 
   cfg.settings.push_back({"framework", std::string("megatron"), fmt::format("Megatron-LM ({})", name)});
 
-  for (auto read : {read_parallel, read_training, read_model})
+  for (auto read : {read_parallel, read_training, read_megatron_model})
     if (auto ok = read(in, cfg); !ok) return ok.error();
   return cfg;
 }

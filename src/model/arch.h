@@ -1,6 +1,8 @@
 // Architecture traits, one row per HuggingFace model_type (llama.cpp `llama-arch` style).
-// A row holds what the HF modeling class hard-codes (norm kind, fused projections, biases) and the
-// defaults its config class uses for absent keys. Adding a family is adding a row in arch.cc.
+// A row holds what the HF modeling class hard-codes (norm kind, fused projections, biases), the
+// defaults its config class uses for absent keys, and the modeling file's saved-tensor quirks
+// (HfQuirks, read by the op graph under the hf rules). Adding a family is adding a row in arch.cc.
+// A model that is no HF family (a Megatron-LM launch line's composition) has no row: no quirks.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,59 @@ enum class WindowStyle {
   kFromMaxWindowLayer,// Qwen2/3: use_sliding_window and layer index >= max_window_layers
   kEvenLayers,        // Gemma 2: layers 0, 2, 4, ... slide, odd layers are global
   kPattern,           // Gemma 3: layer i slides unless (i + 1) % sliding_window_pattern == 0
+};
+
+/// Config keys only some families have, read by that family's code in hf_config.cc.
+enum class FamilyKeys {
+  kNone,
+  kGptBigcode,  // multi_query (one KV head), add_cross_attention (refused)
+  kPhi,         // qk_layernorm (refused)
+  kFalcon,      // multi_query, parallel_attn, new_decoder_architecture, bias, alibi (refused)
+  kEncoder,     // BERT, RoBERTa: type_vocab_size, the head from `architectures`, position_embedding_type
+  kLlama4,      // after the layers: intermediate_size_mlp, no_rope_layers, attention_chunk_size, use_qk_norm
+};
+
+/// HF modeling-file quirks that change saved tensors (a row's fields that deviate from Llama's;
+/// validation/EXPECTED.md verifies each against the measured saved tensors). The op graph applies
+/// them under the hf rules only.
+struct HfQuirks {
+  bool softmax_in_activation_dtype = false;  // GPT-2: nn.functional.softmax without dtype=float32
+  // GemmaRMSNorm: `(x·rsqrt).float() * (1.0 + weight.float())`, then cast: the multiply keeps the
+  // fp32 normalized x (instead of Llama's activation-dtype one) and the fp32 (1 + w) vector.
+  bool rms_norm_scale_fp32 = false;
+  // DeepseekV3TopkRouter: `F.linear(x.type(float32), weight.type(float32))` keeps fp32 copies of its
+  // input (T·h) and of the router weight (E·h: a new tensor, not the parameter) unless the
+  // activations already are fp32 (then both are the originals: the norm output, the parameter).
+  bool router_fp32 = false;
+  // DeepseekV3MoE.moe: the fp32 routing weights are not cast back, so `expert_out * weight` is
+  // promoted to fp32: the weight column (k·T) and the weighted output kept by index_add_ (k·T·h)
+  // are fp32 (Mixtral / Qwen MoE cast the weights to the activation dtype first).
+  bool moe_combine_fp32 = false;
+  // Phi3Model never applies an embedding dropout: 4.44 builds `embed_dropout` but forward() does
+  // not call it; 4.48+ (modeling_phi3.py, Phi3Model) has none. resid_pdrop is applied (hidden).
+  bool no_embedding_dropout = false;
+  // transformers 4.44 (and 4.45), before ForCausalLMLoss: `shift_logits = logits[..., :-1, :]
+  // .contiguous()` and CrossEntropyLoss over the s−1 shifted rows. LlamaForCausalLM upcasts first
+  // (`logits = logits.float()`): an fp32 log-softmax; GPT2LMHeadModel does not: the log-softmax is
+  // in the logits' (activation) dtype. Families without one have no measured 4.44 rule.
+  enum class ShiftedLoss { kNone, kFp32, kActivationDtype } loss_4_44 = ShiftedLoss::kNone;
+  // Olmo2RMSNorm: `(self.weight * x_normalized).to(input_dtype)` with x_normalized still fp32: the
+  // multiply keeps the fp32 normalized x (Llama casts it to the activation dtype first).
+  bool rms_norm_weight_fp32 = false;
+  // FalconAttention (no alibi): the eager path applies no attention dropout, and the parallel block
+  // drops `mlp_output + attention_output` once (dropout_add with hidden_dropout).
+  bool no_attention_dropout = false;
+  bool one_residual_dropout = false;
+  // Gemma3TextModel: rotary_emb_local gives the sliding layers their own cos/sin (rope_local_base_freq)
+  // and create_sliding_window_causal_mask their own eager mask; every layer receives both
+  // position embeddings, and its own type's mask.
+  bool local_rope_and_mask = false;
+  // Llama4TextModel (modeling_llama4.py, transformers 4.57 and 5): complex RoPE (one fp32 complex
+  // freqs_cis shared by all layers), q/k transposed after RoPE (eager matmul copies them), L2 q/k
+  // norm, temperature-tuned q on NoPE layers, the full and the chunked eager masks, and
+  // Llama4TextMoe: every expert on every token (repeat + bmm), a sigmoid top-k router, a shared
+  // expert, its experts held as fused 3-D parameters; modeled under the hf rules only.
+  bool llama4 = false;
 };
 
 /// Defaults of MoE keys when absent (the HF config class's), per MoE style.
@@ -66,11 +121,11 @@ struct ArchTraits {
   bool shared_input_norm = false;    // Phi: attention and MLP read one input_layernorm (parallel)
   bool post_norms_only = false;      // OLMo 2: post_attention / post_feedforward norms, no input norms
   bool encoder = false;              // BERT, RoBERTa: ModelSpec::encoder (read_encoder_keys)
+  bool position_ids_from_input = false;  // RoBERTa: ModelSpec::position_ids_from_input
   bool qk_norm_full_width = false;   // OLMo 2: q_norm / k_norm over the whole q / k projection
-  // Keys read by a family's own code in hf_config.cc (read_family_keys): multi_query (GPTBigCode,
-  // Falcon), parallel_attn / new_decoder_architecture / bias (Falcon), and the keys whose
-  // unsupported values are refused there with the field named.
-  bool family_keys = false;
+  // Keys read by a family's own code in hf_config.cc (read_family_keys, read_llama4_layers), and
+  // the keys whose unsupported values are refused there with the field named.
+  FamilyKeys family_keys = FamilyKeys::kNone;
   MoeStyle moe = MoeStyle::kNone;
   MoeDefaults moe_defaults = {};
   WindowStyle window = WindowStyle::kNone;
@@ -86,11 +141,19 @@ struct ArchTraits {
   // The config class's defaults for the core sizes, as config.json text. Only used under a
   // multimodal wrapper's `text_config`, which older transformers wrote as a diff against them.
   std::string_view nested_defaults_json = "";
+  HfQuirks hf = {};
 };
 
 /// Example: find_arch("llama")->gated_mlp == true. Unknown types get the supported list and a
 /// "did you mean" suggestion.
 Expected<const ArchTraits*> find_arch(std::string_view model_type);
+
+/// The row of `model_type`, or null (no error text: for lookups that have a fallback).
+const ArchTraits* arch_row(std::string_view model_type);
+
+/// The HF modeling-file quirks of a model's row; none for a model without one (a Megatron
+/// composition). Example: hf_quirks(gpt2_spec).softmax_in_activation_dtype == true.
+const HfQuirks& hf_quirks(const ModelSpec& model);
 
 /// Every supported model_type, in table order.
 std::vector<std::string_view> supported_model_types();

@@ -578,7 +578,7 @@ Expected<void> read_encoder_keys(const ConfigReader& r, const ArchTraits& arch, 
   if (!cls_dropout) return cls_dropout.error();
   spec.encoder = true;
   spec.type_vocab = *type_vocab;
-  spec.position_ids_from_input = arch.model_type == "roberta";
+  spec.position_ids_from_input = arch.position_ids_from_input;
   spec.head = *head;
   spec.num_labels = *num_labels;
   spec.classifier_dropout = *cls_dropout;
@@ -665,19 +665,25 @@ Expected<void> read_llama4_layers(const ConfigReader& r, ModelSpec& spec) {
 ///  - gpt_bigcode (configuration_gpt_bigcode.py, GPTBigCodeAttention): multi_query (default true)
 ///    means one KV head; add_cross_attention adds a cross-attention block (refused).
 ///  - phi (configuration_phi.py, PhiAttention): qk_layernorm adds LayerNorms on q and k (refused).
+///  - Llama 4's keys are per layer: read_llama4_layers, once the layers exist.
 Expected<void> read_family_keys(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
-  if (arch.model_type == "gpt_bigcode") {
-    static constexpr Key kMultiQuery{{"multi_query"}};
-    auto mq = r.bool_or(kMultiQuery, true);
-    if (!mq) return mq.error();
-    spec.num_kv_heads = *mq ? 1 : spec.num_heads;
-    if (auto e = refuse_truthy(r, arch.model_type, "add_cross_attention", "a cross-attention block per layer"); !e) return e;
-  } else if (arch.model_type == "phi") {
-    if (auto e = refuse_truthy(r, arch.model_type, "qk_layernorm", "LayerNorms on q and k"); !e) return e;
-  } else if (arch.model_type == "falcon") {
-    return read_falcon_keys(r, arch, spec);
-  } else if (arch.encoder) {
-    return read_encoder_keys(r, arch, spec);
+  switch (arch.family_keys) {
+    case FamilyKeys::kGptBigcode: {
+      static constexpr Key kMultiQuery{{"multi_query"}};
+      auto mq = r.bool_or(kMultiQuery, true);
+      if (!mq) return mq.error();
+      spec.num_kv_heads = *mq ? 1 : spec.num_heads;
+      return refuse_truthy(r, arch.model_type, "add_cross_attention", "a cross-attention block per layer");
+    }
+    case FamilyKeys::kPhi:
+      return refuse_truthy(r, arch.model_type, "qk_layernorm", "LayerNorms on q and k");
+    case FamilyKeys::kFalcon:
+      return read_falcon_keys(r, arch, spec);
+    case FamilyKeys::kEncoder:
+      return read_encoder_keys(r, arch, spec);
+    case FamilyKeys::kNone:
+    case FamilyKeys::kLlama4:
+      break;
   }
   return {};
 }
@@ -802,8 +808,7 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   spec.final_logit_softcap = *final_softcap;
   if (auto d = read_dropouts(r, arch, spec); !d) return d.error();
 
-  if (arch.family_keys)
-    if (auto f = read_family_keys(r, arch, spec); !f) return f.error();
+  if (auto f = read_family_keys(r, arch, spec); !f) return f.error();
 
   // Absent dtype: PyTorch (and HF from_pretrained without torch_dtype) loads fp32.
   auto dtype_name = r.optional_string(kDtype);
@@ -834,7 +839,7 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
       layer.ffn = dense_ffn;
     }
   }
-  if (arch.model_type == "llama4_text")
+  if (arch.family_keys == FamilyKeys::kLlama4)
     if (auto l = read_llama4_layers(r, spec); !l) return l.error();
   if (spec.moe && spec.num_moe_layers() == 0) spec.moe.reset();
 

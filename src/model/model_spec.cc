@@ -10,6 +10,14 @@ int64_t ModelSpec::num_moe_layers() const {
   return n;
 }
 
+bool ModelSpec::has_rope() const {
+  if (mla) return true;
+  if (learned_positions) return false;
+  for (const auto& l : layers)
+    if (!l.no_rope) return true;
+  return false;
+}
+
 namespace {
 using namespace limits;  // NOLINT: the bounds this file checks against
 

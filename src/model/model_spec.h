@@ -36,6 +36,7 @@ enum class ActFn {
   kGeluTanh,      // "gelu_pytorch_tanh" / "gelu_fast": tanh approximation as one fused op
   kSilu,          // "silu" / "swish"
   kRelu,          // "relu"
+  kSquaredRelu,   // Megatron --squared-relu: torch.pow(F.relu(x), 2) (megatron/core/activations.py)
 };
 
 /// What sits on an encoder (BERT, RoBERTa) instead of an LM head: HF's AutoModel (BertModel with
@@ -60,6 +61,7 @@ struct MoeSpec {
   int64_t router_groups = 0;       // n_group (0: no group-limited routing)
   int64_t router_group_topk = 0;   // topk_group
   double routed_scaling_factor = 0;
+  friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3).
@@ -70,6 +72,7 @@ struct MlaSpec {
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  friend bool operator==(const MlaSpec&, const MlaSpec&) = default;
 };
 
 /// What differs from layer to layer.
@@ -77,10 +80,12 @@ struct LayerSpec {
   bool moe = false;            // routed experts instead of the dense MLP
   int64_t ffn = 0;             // dense MLP intermediate size (unused when moe)
   int64_t sliding_window = 0;  // 0 = global attention; else the window in tokens
-  // Llama 4 (iRoPE): a NoPE layer (no_rope_layers[i] == 0) applies no RoPE; the RoPE layers attend
-  // within chunks of attention_chunk tokens (chunked local mask; 0 = full causal attention).
+  // A NoPE layer applies no RoPE: Llama 4's no_rope_layers[i] == 0 (iRoPE), every layer under
+  // Megatron's --position-embedding-type none. Llama 4's RoPE layers attend within chunks of
+  // attention_chunk tokens (chunked local mask; 0 = full causal attention).
   bool no_rope = false;
   int64_t attention_chunk = 0;
+  friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
 
 /// KV heads one tensor-parallel rank holds: kv/tp, and at least one (when kv < tp each rank keeps
@@ -90,7 +95,9 @@ inline int64_t kv_heads_per_rank(int64_t kv_heads, int64_t tp) { return kv_heads
 
 struct ModelSpec {
   std::string name;        // preset name or config path, for display
-  std::string model_type;  // HF model_type ("llama", "gpt2", ...)
+  // HF model_type ("llama", "gpt2", ...): the row of model/arch.h whose modeling file's quirks apply.
+  // A Megatron-LM launch line whose switches are no HF family's is "megatron_gpt" (config/megatron_args.cc).
+  std::string model_type;
 
   int64_t hidden = 0;        // h
   int64_t num_layers = 0;    // L
@@ -164,9 +171,13 @@ struct ModelSpec {
   int64_t kv_heads_per_rank(int64_t tp) const { return actmem::kv_heads_per_rank(num_kv_heads, tp); }
   int64_t num_moe_layers() const;
   bool is_moe() const { return moe.has_value() && num_moe_layers() > 0; }
+  /// Whether some layer rotates q and k (RoPE, or MLA's decoupled RoPE): not with learned positions,
+  /// nor when every layer is a NoPE layer.
+  bool has_rope() const;
 
   /// Checks that the shape is self-consistent and within sane bounds; the Error names the field.
   Expected<void> validate() const;
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
 
 }  // namespace actmem

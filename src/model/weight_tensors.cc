@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/arch.h"  // hf_quirks: Llama 4's fused 3-D expert parameters
 #include "util/bytes.h"  // ceil_div, checked arithmetic
 
 namespace actmem {
@@ -71,7 +72,7 @@ void add_attention(TensorList& out, const ModelSpec& m) {
     const MlaSpec& mla = *m.mla;
     if (mla.q_lora_rank > 0) {
       out.matrix("attn.q_a_proj", mla.q_lora_rank, h, kLinear, WeightShard::kReplicated, "r_q", "h");
-      add_norm(out, "attn.q_a_layernorm", mla.q_lora_rank, "r_q", false);
+      add_norm(out, "attn.q_a_layernorm", mla.q_lora_rank, "r_q", m.norm_bias);
       out.matrix("attn.q_b_proj", m.q_dim(), mla.q_lora_rank, kLinear, WeightShard::kColumn, "a·(d_nope+d_rope)",
                  "r_q");
     } else {
@@ -79,7 +80,7 @@ void add_attention(TensorList& out, const ModelSpec& m) {
     }
     out.matrix("attn.kv_a_proj_with_mqa", mla.kv_lora_rank + mla.qk_rope_head_dim, h, kLinear,
                WeightShard::kReplicated, "(r_kv+d_rope)", "h");
-    add_norm(out, "attn.kv_a_layernorm", mla.kv_lora_rank, "r_kv", false);
+    add_norm(out, "attn.kv_a_layernorm", mla.kv_lora_rank, "r_kv", m.norm_bias);
     out.matrix("attn.kv_b_proj", m.num_heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank, kLinear,
                WeightShard::kColumn, "a·(d_nope+d_v)", "r_kv");
     out.matrix("attn.o_proj", h, m.attn_out_dim(), kLinear, WeightShard::kRow, "h", "a·d_v");
@@ -97,9 +98,9 @@ void add_attention(TensorList& out, const ModelSpec& m) {
     if (m.qk_norm && m.qk_norm_full_width) {  // OLMo 2: over the whole projection
       add_norm(out, "attn.q_norm", m.q_dim(), "a·d", false);
       add_norm(out, "attn.k_norm", m.kv_dim(), "kv·d", false);
-    } else if (m.qk_norm) {
-      add_norm(out, "attn.q_norm", m.head_dim, "d", false);
-      add_norm(out, "attn.k_norm", m.head_dim, "d", false);
+    } else if (m.qk_norm) {  // of the model's norm kind: Megatron's --qk-layernorm with LayerNorm has a bias
+      add_norm(out, "attn.q_norm", m.head_dim, "d", m.norm_bias);
+      add_norm(out, "attn.k_norm", m.head_dim, "d", m.norm_bias);
     }
     out.matrix("attn.o_proj", h, m.attn_out_dim(), kLinear, WeightShard::kRow, "h", "a·d");
   }
@@ -154,7 +155,7 @@ std::vector<WeightTensor> layer_weight_tensors(const ModelSpec& m, const LayerSp
       out.vector("mlp.router.bias", moe.num_experts, WeightRole::kRouter, WeightShard::kReplicated, "E");
     // Without expert parallelism vLLM splits every expert's intermediate size over the TP ranks.
     out.set_part(WeightPart::kRoutedExperts);
-    if (m.model_type == "llama4_text") {
+    if (hf_quirks(m).llama4) {
       // Llama4TextExperts: fused 3-D parameters gate_up_proj (E, h, 2·f_e) and down_proj (E, f_e, h),
       // listed here as E matrices of (2·f_e, h) and (h, f_e) in the nn.Linear (out, in) convention.
       out.matrix("mlp.experts.gate_up_proj", 2 * moe.expert_ffn, m.hidden, WeightRole::kLinear, WeightShard::kColumn,

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "util/expected.h"
+#include "model/arch.h"  // hf_quirks: Llama 4
 #include "model/model_spec.h"
 #include "policies/options.h"
 #include "policies/pipeline_split.h"
@@ -215,7 +216,7 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
     if (!model.is_moe())
       return r.fail(ErrorKind::kIncompatible, "ep",
                     [&] { return fmt::format("@ep {}: the model has no routed experts; use @ep 1", layout.ep); });
-    if (model.model_type == "llama4_text")  // op_graph.cc llama4_moe: E·s·b rows on one rank
+    if (hf_quirks(model).llama4)  // op_graph.cc llama4_moe: E·s·b rows on one rank
       return r.fail(ErrorKind::kIncompatible, "ep", [&] {
         return fmt::format("@ep {}: transformers' Llama4TextMoe runs all experts on every token on one rank; its "
                            "expert-parallel plan is not modeled; use @ep 1",

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "model/arch.h"  // hf_quirks: Llama 4
 #include "model/model_spec.h"
 #include "policies/options.h"
 
@@ -71,7 +72,7 @@ bool check_packed_docs(const ModelSpec& m, const Workload& w, const Layout& l, R
       return std::string("@packed_docs: packed rows are modelled for RoPE decoders; a learned position table "
                          "(gpt2, gpt_bigcode) is not; drop @packed_docs");
     });
-  if (m.model_type == "llama4_text")
+  if (hf_quirks(m).llama4)
     return r.fail(ErrorKind::kIncompatible, "packed_docs", [] {
       return std::string("@packed_docs: Llama 4's complex RoPE table and chunked attention mask under packed rows "
                          "are not modelled; drop @packed_docs");

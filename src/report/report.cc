@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine.h"
+#include "model/arch.h"  // hf_quirks: Llama 4
 #include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
@@ -204,7 +205,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   notes.push_back("activation memory = distinct storages saved for backward; a saved view keeps its whole base "
                   "storage; norm statistics are fp32, dropout masks 1 byte");
   if (w.loss != LossImpl::kFull) notes.push_back(loss_note(w, model.hidden, model.vocab));
-  const bool llama4 = model.model_type == "llama4_text";
+  const bool llama4 = hf_quirks(model).llama4;
   if (!model.wrapper_model_type.empty())
     notes.push_back(fmt::format("config.json is a multimodal wrapper (model_type '{}'): only its text_config model "
                                 "is counted, parameters and activations; no vision encoder, no projector",

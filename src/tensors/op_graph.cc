@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "util/bytes.h"           // checked arithmetic
+#include "model/arch.h"            // hf_quirks: the HF modeling file's saved-tensor quirks
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 #include "policies/finetune.h"      // LoRA targets
 #include "tensors/te_rules.h"         // Megatron TE spec, fp8, --recompute-modules
@@ -108,74 +109,9 @@ const FrameworkRules& rules_for(Framework f) {
   return kRules[0];
 }
 
-/// HF modeling-file quirks that differ by model_type (a row per family that deviates from Llama's;
-/// validation/EXPECTED.md verifies each against the measured saved tensors).
-struct HfModelTraits {
-  std::string_view model_type;
-  bool softmax_in_activation_dtype = false;  // GPT-2: nn.functional.softmax without dtype=float32
-  // GemmaRMSNorm: `(x·rsqrt).float() * (1.0 + weight.float())`, then cast: the multiply keeps the
-  // fp32 normalized x (instead of Llama's activation-dtype one) and the fp32 (1 + w) vector.
-  bool rms_norm_scale_fp32 = false;
-  // DeepseekV3TopkRouter: `F.linear(x.type(float32), weight.type(float32))` keeps fp32 copies of its
-  // input (T·h) and of the router weight (E·h: a new tensor, not the parameter) unless the
-  // activations already are fp32 (then both are the originals: the norm output, the parameter).
-  bool router_fp32 = false;
-  // DeepseekV3MoE.moe: the fp32 routing weights are not cast back, so `expert_out * weight` is
-  // promoted to fp32: the weight column (k·T) and the weighted output kept by index_add_ (k·T·h)
-  // are fp32 (Mixtral / Qwen MoE cast the weights to the activation dtype first).
-  bool moe_combine_fp32 = false;
-  // Phi3Model never applies an embedding dropout: 4.44 builds `embed_dropout` but forward() does
-  // not call it; 4.48+ (modeling_phi3.py, Phi3Model) has none. resid_pdrop is applied (hidden).
-  bool no_embedding_dropout = false;
-  // transformers 4.44 (and 4.45), before ForCausalLMLoss: `shift_logits = logits[..., :-1, :]
-  // .contiguous()` and CrossEntropyLoss over the s−1 shifted rows. LlamaForCausalLM upcasts first
-  // (`logits = logits.float()`): an fp32 log-softmax; GPT2LMHeadModel does not: the log-softmax is
-  // in the logits' (activation) dtype. Families without a row have no measured 4.44 rule.
-  enum class ShiftedLoss { kNone, kFp32, kActivationDtype } loss_4_44 = ShiftedLoss::kNone;
-  // Olmo2RMSNorm: `(self.weight * x_normalized).to(input_dtype)` with x_normalized still fp32: the
-  // multiply keeps the fp32 normalized x (Llama casts it to the activation dtype first).
-  bool rms_norm_weight_fp32 = false;
-  // FalconAttention (no alibi): the eager path applies no attention dropout, and the parallel block
-  // drops `mlp_output + attention_output` once (dropout_add with hidden_dropout).
-  bool no_attention_dropout = false;
-  bool one_residual_dropout = false;
-  // Gemma3TextModel: rotary_emb_local gives the sliding layers their own cos/sin (rope_local_base_freq)
-  // and create_sliding_window_causal_mask their own eager mask; every layer receives both
-  // position embeddings, and its own type's mask.
-  bool local_rope_and_mask = false;
-  // Llama4TextModel (modeling_llama4.py, transformers 4.57 and 5): complex RoPE (one fp32 complex
-  // freqs_cis shared by all layers), q/k transposed after RoPE (eager matmul copies them), L2 q/k
-  // norm, temperature-tuned q on NoPE layers, the full and the chunked eager masks, and
-  // Llama4TextMoe: every expert on every token (repeat + bmm), a sigmoid top-k router, a shared expert.
-  bool llama4 = false;
-};
-using ShiftedLoss = HfModelTraits::ShiftedLoss;
-constexpr std::array<HfModelTraits, 14> kHfTraits{{
-    {.model_type = "gpt2", .softmax_in_activation_dtype = true, .loss_4_44 = ShiftedLoss::kActivationDtype},
-    {.model_type = "llama", .loss_4_44 = ShiftedLoss::kFp32},
-    {.model_type = "mistral", .loss_4_44 = ShiftedLoss::kFp32},  // MistralForCausalLM: copied from Llama
-    {.model_type = "qwen2", .loss_4_44 = ShiftedLoss::kFp32},    // Qwen2ForCausalLM: copied from Llama
-    {.model_type = "gemma", .rms_norm_scale_fp32 = true},
-    {.model_type = "gemma2", .rms_norm_scale_fp32 = true},
-    {.model_type = "gemma3_text", .rms_norm_scale_fp32 = true, .local_rope_and_mask = true},
-    {.model_type = "deepseek_v3", .router_fp32 = true, .moe_combine_fp32 = true},
-    {.model_type = "phi3", .no_embedding_dropout = true},
-    {.model_type = "olmo2", .rms_norm_weight_fp32 = true},  // modeling_olmo2.py Olmo2RMSNorm.forward
-    // modeling_falcon.py: F.softmax(..., dtype=hidden_states.dtype); FalconModel has no embedding dropout
-    {.model_type = "falcon", .softmax_in_activation_dtype = true, .no_embedding_dropout = true,
-     .no_attention_dropout = true, .one_residual_dropout = true},
-    // modeling_bert.py BertSelfAttention (RobertaSelfAttention copies it): nn.functional.softmax(scores, dim=-1)
-    {.model_type = "bert", .softmax_in_activation_dtype = true},
-    {.model_type = "roberta", .softmax_in_activation_dtype = true},
-    // modeling_llama4.py eager_attention_forward: "llama4 doesn't cast attn weights to fp32"
-    {.model_type = "llama4_text", .softmax_in_activation_dtype = true, .llama4 = true},
-}};
-
-HfModelTraits hf_traits(const ModelSpec& m) {
-  for (const auto& t : kHfTraits)
-    if (t.model_type == m.model_type) return t;
-  return HfModelTraits{};
-}
+// HF modeling-file quirks (GPT-2's softmax dtype, Gemma's fp32 norm scale, ...) are fields of the
+// model's row in model/arch.cc (HfQuirks), applied under the hf rules only.
+using ShiftedLoss = HfQuirks::ShiftedLoss;
 
 constexpr std::array<const char*, 7> kGroupNames{"attention", "mlp", "norms", "moe", "embedding", "head+loss", "shared"};
 
@@ -232,8 +168,8 @@ struct Context {
   double attention_p;
   bool flash;
   bool softmax_fp32;
-  bool norm_scale_fp32;  // HF Gemma RMSNorm (hf_traits)
-  HfModelTraits hf;      // the model's HF quirks; the defaults (none) under other frameworks
+  bool norm_scale_fp32;  // HF Gemma RMSNorm (HfQuirks::rms_norm_scale_fp32)
+  HfQuirks hf;           // the model's HF quirks; the defaults (none) under other frameworks
   bool input_no_grad = false;  // the norm's input needs no gradient (layer 0 after a frozen embedding)
   // Megatron-core TE spec (megatron_options.h): FusedAttention's saves; fp8 (set inside layers
   // only: the output layer is Megatron's own ColumnParallelLinear, not a TE module).
@@ -462,8 +398,11 @@ int activation(Builder& g, const Context& c, int input, const Shape& shape, cons
     g.save(g.add(prefix + ".gelu_one_plus_tanh", group, "gelu_new (Python)", shape, c.e, "1 + tanh(..)"));
     return g.add(prefix + ".act_out", group, "gelu_new (Python)", shape, c.e);
   }
-  g.save(input);  // silu / gelu / gelu-tanh keep their input
-  return g.add(prefix + ".act_out", group, act == ActFn::kSilu ? "silu" : "gelu", shape, c.e);
+  // silu / gelu / gelu-tanh keep their input. Megatron's squared_relu, torch.pow(F.relu(x), 2)
+  // under jit_fuser (torch.compile, megatron/core/jit.py), keeps one tensor of the input's shape.
+  g.save(input);
+  const char* op = act == ActFn::kSilu ? "silu" : act == ActFn::kSquaredRelu ? "squared relu" : "gelu";
+  return g.add(prefix + ".act_out", group, op, shape, c.e);
 }
 
 /// Dense MLP (or one expert bank) on `rows` tokens with intermediate `ffn` (a symbol); returns
@@ -655,7 +594,7 @@ int standard_attention(Builder& g, const Context& c, int x) {
     q = norm(g, c, q, {c.s_tp, c.b, c.q_heads}, c.d, "attn.q_norm", Group::kNorms);
     k = norm(g, c, k, {c.s_tp, c.b, c.kv_heads}, c.d, "attn.k_norm", Group::kNorms);
   }
-  if (!m.learned_positions) {  // RoPE: q and k become new tensors; HF keeps only cos/sin (shared)
+  if (!m.learned_positions && !c.no_rope) {  // RoPE: q and k become new tensors; HF keeps only cos/sin (shared)
     const char* op = c.rules.rope_saves_cos_sin ? "RoPE" : "fused RoPE";
     q = g.add("attn.q_rope", grp, op, {c.s_tp, c.b, c.q_heads, c.d}, c.e);
     k = g.add("attn.k_rope", grp, op, {c.s_tp, c.b, expanded ? c.q_heads : c.kv_heads, c.d}, c.e);
@@ -1339,7 +1278,7 @@ Graph build_head(const Context& c) {
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
   const auto shifted = c.workload.hf_version == HfVersion::k4_44 ? c.hf.loss_4_44 : ShiftedLoss::kNone;
   if (shifted != ShiftedLoss::kNone) {
-    // transformers 4.44: CrossEntropyLoss on logits[..., :-1, :].contiguous() (HfModelTraits::loss_4_44).
+    // transformers 4.44: CrossEntropyLoss on logits[..., :-1, :].contiguous() (HfQuirks::loss_4_44).
     const DType dt = shifted == ShiftedLoss::kFp32 ? DType::kFP32 : c.e;
     const Dim rows = Dim::of(Sym::kSeqShifted);
     g.save(g.add(c.rules.loss_name, Group::kHeadLoss, "cross entropy", {rows, c.b, c.vocab}, dt,
@@ -1384,7 +1323,7 @@ Graph build_shared(const Context& c) {
   int64_t rot = 0;
   if (c.model.mla)
     rot = c.model.mla->qk_rope_head_dim;
-  else if (!c.model.learned_positions)
+  else if (c.model.has_rope())  // not with learned positions, nor when every layer is NoPE
     rot = static_cast<int64_t>(static_cast<double>(c.model.head_dim) * c.model.rotary_fraction);
   const Dim dr = Dim::lit(c.model.mla ? "dr" : (c.model.rotary_fraction < 1.0 ? "d_rot" : "d"), rot);
   const bool hf = c.rules.framework == Framework::kHF;
@@ -1630,12 +1569,12 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<L
 }
 
 bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
-  return version != HfVersion::k4_44 || hf_traits(model).loss_4_44 != ShiftedLoss::kNone;
+  return version != HfVersion::k4_44 || hf_quirks(model).loss_4_44 != ShiftedLoss::kNone;
 }
 
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
   const FrameworkRules& rules = rules_for(w.framework);
-  const HfModelTraits traits = hf_traits(model);
+  const HfQuirks& traits = hf_quirks(model);
   Context c{model,
             w,
             rules,
@@ -1649,7 +1588,7 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
             w.attention != AttentionImpl::kEager,
             rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
             w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
-            w.framework == Framework::kHF ? traits : HfModelTraits{}};
+            w.framework == Framework::kHF ? traits : HfQuirks{}};
   c.packed = w.packed_docs > 0 && w.framework == Framework::kHF;
   GraphSet set;
   const auto grads = layer_grads(model, w);

@@ -205,7 +205,7 @@ struct Variant {
 /// maps each layer to its kind.
 GraphSet build_graphs(const ModelSpec& model, const Workload& workload, Variant variant);
 /// Whether the hf rules of `version` are modeled (and measured) for the model's family: 4.57 for
-/// every family, 4.44 only where its loss rule is known (HfModelTraits::loss_4_44).
+/// every family, 4.44 only where its loss rule is known (HfQuirks::loss_4_44, model/arch.h).
 bool hf_version_modeled(const ModelSpec& model, HfVersion version);
 /// With `first_layer_own_kind` (a frozen embedding: layer 0's input needs no gradient) layer 0 is
 /// a kind of its own.
