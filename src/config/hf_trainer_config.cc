@@ -38,7 +38,8 @@ struct KeyRule {
 };
 
 // Top-level keys (both dialects and TrainingArguments share one namespace of names). kNoEffect:
-// data, logging, schedules, saving, hub, evaluation, gradient accumulation (the peak is one micro-batch's).
+// data, logging, schedules, saving, hub, evaluation. gradient_accumulation_steps is read (--grad-accum:
+// the peak is one micro-batch's, plus AccumulateGrad's transient from the second on; grad_accum.h).
 constexpr KeyRule kKeys[] = {
     // Model.
     {"base_model", Use::kRead}, {"model_name_or_path", Use::kRead}, {"base_model_config", Use::kNoEffect},
@@ -80,7 +81,7 @@ constexpr KeyRule kKeys[] = {
     {"num_epochs", Use::kNoEffect}, {"num_train_epochs", Use::kNoEffect}, {"max_steps", Use::kNoEffect},
     {"learning_rate", Use::kNoEffect}, {"lr_scheduler", Use::kNoEffect}, {"lr_scheduler_type", Use::kNoEffect},
     {"warmup_ratio", Use::kNoEffect}, {"warmup_steps", Use::kNoEffect}, {"weight_decay", Use::kNoEffect},
-    {"max_grad_norm", Use::kNoEffect}, {"gradient_accumulation_steps", Use::kNoEffect},
+    {"max_grad_norm", Use::kNoEffect}, {"gradient_accumulation_steps", Use::kRead},
     // Memory.
     {"sequence_len", Use::kRead}, {"cutoff_len", Use::kRead}, {"max_seq_length", Use::kRead},
     {"sample_packing", Use::kNoEffect},  // packed to sequence_len: the same (b, s) shape
@@ -451,6 +452,12 @@ Expected<TrainingConfig> read_yaml(const YAML::Node& root, const std::string& na
   } else {
     const int64_t b = axolotl ? 1 : 8;  // axolotl's micro_batch_size default 1; TrainingArguments' 8
     set("micro_batch", b, fixed(axolotl ? "micro_batch_size 1" : "per_device_train_batch_size 8"));
+  }
+  // Gradient accumulation: TrainingArguments.gradient_accumulation_steps (axolotl and LLaMA-Factory
+  // pass the same key on), micro-batches per optimizer step. Echoed only when the file gives it.
+  if (in.has("gradient_accumulation_steps")) {
+    ACTMEM_TRY(n, in.count("gradient_accumulation_steps"));
+    set("grad_accum", n, in.where("gradient_accumulation_steps"));
   }
 
   // Precision: bf16 / fp16 autocast; "auto" (axolotl) is bf16 where the GPU has it (Ampere and newer).

@@ -51,6 +51,10 @@ TEST(HfTrainerConfig, AxolotlLora8b) {
   EXPECT_EQ(find(*c, "seq_len")->source, "sequence_len: 4096 (" + kData + "axolotl_llama3_lora-8b.yml:17)");
   EXPECT_EQ(find(*c, "base_weight_dtype")->source, "load_in_8bit: true (" + kData + "axolotl_llama3_lora-8b.yml:7)");
   EXPECT_EQ(find(*c, "optimizer")->source, "optimizer: adamw_bnb_8bit (" + kData + "axolotl_llama3_lora-8b.yml:40)");
+  // issue 20: gradient_accumulation_steps was dropped without a word; it is --grad-accum.
+  EXPECT_EQ(s.layout.grad_accum, 4);
+  EXPECT_EQ(find(*c, "grad_accum")->source,
+            "gradient_accumulation_steps: 4 (" + kData + "axolotl_llama3_lora-8b.yml:37)");
   EXPECT_EQ(warned(*c), std::vector<std::string>{"lora_modules_to_save"});  // embed_tokens, lm_head trained in full
   ASSERT_TRUE(c->model);
   EXPECT_EQ(c->model->name, "llama-3-8b");  // NousResearch/Meta-Llama-3-8B by the repo's name
@@ -62,7 +66,7 @@ TEST(HfTrainerConfig, AxolotlLora8b) {
                                           {"recompute", std::string("full")}, {"attention", std::string("flash")},
                                           {"optimizer", std::string("adamw-8bit")}, {"lora_rank", int64_t{32}},
                                           {"lora_targets", std::string("all")}, {"lora_dropout", 0.05},
-                                          {"base_weight_dtype", std::string("int8")}});
+                                          {"base_weight_dtype", std::string("int8")}, {"grad_accum", int64_t{4}}});
   EXPECT_EQ(r.totals.total, flags.totals.total);
 }
 
@@ -105,6 +109,9 @@ TEST(HfTrainerConfig, LlamaFactoryLoraSft) {
   EXPECT_EQ(s.workload.lora.base, BaseWeights::kBF16);
   EXPECT_EQ(find(*c, "micro_batch")->source,
             "per_device_train_batch_size: 1 (" + kData + "llamafactory_llama3_lora_sft.yaml:28)");
+  EXPECT_EQ(s.layout.grad_accum, 8);  // issue 20: read, not dropped
+  EXPECT_EQ(find(*c, "grad_accum")->source,
+            "gradient_accumulation_steps: 8 (" + kData + "llamafactory_llama3_lora_sft.yaml:29)");
   EXPECT_EQ(find(*c, "lora_rank")->source, "finetuning_type: lora (" + kData + "llamafactory_llama3_lora_sft.yaml:8), "
                                            "lora_rank: 8 (" + kData + "llamafactory_llama3_lora_sft.yaml:9)");
   EXPECT_TRUE(c->warnings.empty());
@@ -237,6 +244,8 @@ TEST(HfTrainerConfig, TrainingArgumentsJsonDeepSpeedDict) {
             "gradient_checkpointing: true (args.json:14), gradient_checkpointing_kwargs: {use_reentrant: false} "
             "(args.json:15): either way each layer keeps only its input");
   EXPECT_EQ(find(*c, "micro_batch")->source, "per_device_train_batch_size: 4 (args.json:3)");  // not DeepSpeed's "auto"
+  EXPECT_EQ(s.layout.grad_accum, 8);  // issue 20: TrainingArguments.gradient_accumulation_steps is --grad-accum
+  EXPECT_EQ(find(*c, "grad_accum")->source, "gradient_accumulation_steps: 8 (args.json:4)");
   // torch_compile: true, and the DeepSpeed reader's own "give --dp" (its "auto" values are the JSON's to fill).
   EXPECT_EQ(warned(*c), (std::vector<std::string>{"torch_compile", "args.json"}));
   EXPECT_NE(c->warnings[1].find("give --dp"), std::string::npos) << c->warnings[1];

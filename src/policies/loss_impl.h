@@ -66,8 +66,8 @@ bool check_loss(const Workload& w, const Layout& l, Reporter& r) {
   if (w.loss == LossImpl::kFull) return true;
   if (w.framework != Framework::kHF)
     return r.fail(ErrorKind::kIncompatible, "loss", [&] {
-      return fmt::format("@loss {} is a transformers/torchtune/Liger loss; with @framework megatron use @loss full",
-                         loss_name(w.loss, w.loss_chunks));
+      return fmt::format("@loss {} is a transformers/torchtune/Liger loss; with @framework {} use @loss full",
+                         loss_name(w.loss, w.loss_chunks), kFrameworkNames.name(w.framework));
     });
   if (w.hf_version == HfVersion::k4_44)
     return r.fail(ErrorKind::kIncompatible, "loss", [&] {

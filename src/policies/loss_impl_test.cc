@@ -103,6 +103,17 @@ TEST(Loss, Checks) {
   auto m = explain(prepare(load_model("llama-3-8b").value(), w).value(), {.seq_len = 4096});
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("@framework megatron"), std::string::npos);
+  // issue 20: the refusal names the framework given, not megatron whatever it is. torchtitan's loss is
+  // cross_entropy over the full fp32 logits (torchtitan components/loss.py): only --loss full applies.
+  Workload titan;
+  titan.framework = Framework::kTorchtitan;
+  titan.loss = LossImpl::kChunked;
+  titan.loss_chunks = 8;
+  auto tt = explain(prepare(load_model("llama-3-8b").value(), titan).value(), {.seq_len = 4096, .parallel = {.dp = 8}});
+  ASSERT_FALSE(tt);
+  EXPECT_EQ(tt.error().field, "loss");
+  EXPECT_EQ(tt.error().message,
+            "@loss chunked:8 is a transformers/torchtune/Liger loss; with @framework torchtitan use @loss full");
   Workload c;
   c.loss = LossImpl::kChunked;
   c.loss_chunks = 64;

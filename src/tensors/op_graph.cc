@@ -1399,6 +1399,9 @@ Graph build_shared(const Context& c) {
                    "the extended (b, 1, 1, s) padding mask (no causal part), passed to every layer");
     g.at(id).checkpoint_input = true;
   } else if (hf && c.workload.attention == AttentionImpl::kEager) {
+    // e·b·s², GPT-2 too: 4.57's GPT2Model.forward calls create_causal_mask, whose eager_mask
+    // torch.where writes the (b, 1, s, s) tensor (sources: tensors/checkpoint_inputs_test.cc). The
+    // (1, 1, s, s+1) expanded storage is the older _update_causal_mask code's, not modeled.
     int id = g.add("checkpoint.causal_mask", Group::kShared, "checkpoint input", {c.b, c.s_tp, c.s_key}, c.e,
                    "eager_mask: the additive (b, 1, s, s) causal mask, passed to every decoder layer");
     g.at(id).checkpoint_input = true;

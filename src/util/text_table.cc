@@ -44,11 +44,14 @@ std::vector<std::string> wrap_lines(const std::string& text, size_t width) {
 
 std::string wrap(const std::string& text, std::size_t width, const std::string& hanging) {
   if (display_width(text) <= width) return text;
-  const auto first = wrap_lines(text, width);
+  // The first line keeps its own indentation (an indented term under its heading): split the
+  // leading spaces off, wrap the words at what is left of the width, and put them back.
+  const size_t lead = std::min(text.find_first_not_of(' '), text.size());
+  const auto first = wrap_lines(text.substr(lead), width - std::min(width - 1, lead));
   // Lines after the first are shorter by the hanging indent: wrap the rest again at that width.
   std::string rest;
   for (size_t i = 1; i < first.size(); ++i) rest += (i > 1 ? " " : "") + first[i];
-  std::string out = first[0];
+  std::string out = text.substr(0, lead) + first[0];
   if (!rest.empty())
     for (const auto& l : wrap_lines(rest, width - std::min(width - 1, display_width(hanging)))) out += "\n" + hanging + l;
   return out;

@@ -28,8 +28,9 @@ class TextTable {
   std::vector<std::size_t> max_widths_;  // 0 = no limit
 };
 
-/// `text` word-wrapped at `width` display columns; lines after the first start with `hanging`.
-/// Example: wrap("note: a b c", 9, "  ") == "note: a b\n  c".
+/// `text` word-wrapped at `width` display columns; the first line keeps the text's leading spaces,
+/// lines after it start with `hanging`. Example: wrap("note: a b c", 9, "  ") == "note: a b\n  c";
+/// wrap("    a b c", 7, "      ") == "    a b\n      c".
 std::string wrap(const std::string& text, std::size_t width, const std::string& hanging);
 
 /// 70553706496 -> "70,553,706,496": exact counts stay readable.

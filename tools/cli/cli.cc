@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -78,11 +79,53 @@ Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& wo
   return prepare(*loaded, workload);
 }
 
+/// A flag given beside --from overrides the file (to_inputs sets it on top): the echo (stderr and the
+/// JSON `config.settings`) shows the value computed with, says it came from the command line, and
+/// keeps what the file said. A value is typed by its option's kind, as the flag would have set it.
+void mark_overrides(const TrainingFlags& f, TrainingConfig& config) {
+  std::vector<ConfigSetting> kept;
+  for (auto& s : config.settings) {
+    const std::string flag = flag_of(s.option);
+    const CLI::Option* opt = f.command->get_option_no_throw(flag);
+    if (opt == nullptr || opt->count() == 0) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const std::string over = fmt::format("{} <- {}", describe_option_value(s.value), s.source);
+    auto earlier = std::find_if(kept.begin(), kept.end(), [&](const ConfigSetting& k) { return k.option == s.option; });
+    if (earlier != kept.end() && earlier->source.rfind("the command line", 0) == 0) {
+      earlier->source += "; over " + over;  // the file set it twice (gradient_checkpointing, then fsdp_config)
+      continue;
+    }
+    const auto results = opt->results();
+    const std::string given = results.empty() ? std::string() : results.back();
+    OptionKind kind = OptionKind::kText;
+    for (const auto& info : training_options())
+      if (info.name == s.option) kind = info.kind;
+    OptionValue value = given;
+    char* end = nullptr;
+    if (kind == OptionKind::kFlag) {
+      value = given != "false" && given != "0";
+    } else if (kind == OptionKind::kCount) {
+      const long long n = std::strtoll(given.c_str(), &end, 10);
+      if (!given.empty() && *end == '\0') value = int64_t{n};
+    } else if (kind == OptionKind::kReal) {
+      const double d = std::strtod(given.c_str(), &end);
+      if (!given.empty() && *end == '\0') value = d;
+    }
+    s.value = std::move(value);
+    s.source = fmt::format("the command line ({}{}), over {}", flag, kind == OptionKind::kFlag ? "" : " " + given, over);
+    kept.push_back(std::move(s));
+  }
+  config.settings = std::move(kept);
+}
+
 /// --from FILE: the file's settings, echoed on stderr with where each came from, and its warnings.
 Expected<TrainingConfig> read_from(const TrainingFlags& f, TrainingSettings& base) {
   auto config = load_training_config(f.from);
   if (!config) return config.error();
   if (auto ok = apply_training_config(*config, base); !ok) return ok.error();
+  mark_overrides(f, *config);
   fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, config->format);
   for (const auto& s : config->settings)
     fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);

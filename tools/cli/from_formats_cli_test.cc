@@ -79,3 +79,34 @@ TEST(FromFormatsCli, MegatronTheorySideBySide) {
 }
 
 }  // namespace
+
+// issue 20: a flag beside --from is computed with and was echoed as the file's value ("attention sdpa
+// <- hf-trainer's default"): the echo, on stderr and in the JSON config.settings, shows the flag's value
+// and says it came from the command line. TrainingArguments names no attention: the default is sdpa.
+TEST(FromFormatsCli, CommandLineOverrideIsEchoed) {
+  const std::string file = kData + "hf_training_args_genomenlp.json";
+  Result r = run("estimate --from " + file + " --model gpt2 --seq-len 512 --attention eager --micro-batch 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["inputs"]["attention"], "eager");
+  EXPECT_EQ(j["inputs"]["micro_batch"], 2);
+  nlohmann::json attention, batch, accum;
+  for (const auto& s : j["config"]["settings"]) {
+    if (s["option"] == "attention") attention = s;
+    if (s["option"] == "micro_batch") batch = s;
+    if (s["option"] == "grad_accum") accum = s;
+  }
+  EXPECT_EQ(attention["value"], "eager");
+  EXPECT_EQ(attention["source"], "the command line (--attention eager), over 'sdpa' <- hf-trainer's default attention: "
+                                 "transformers' sdpa (not in " + file + ")");
+  EXPECT_EQ(batch["value"], 2);  // a count stays a number
+  EXPECT_EQ(batch["source"], "the command line (--micro-batch 2), over 16 <- per_device_train_batch_size: 16 (" + file +
+                                 ":9)");
+  EXPECT_EQ(accum["value"], 1);  // gradient_accumulation_steps, read (was dropped)
+  EXPECT_EQ(accum["source"], "gradient_accumulation_steps: 1 (" + file + ":13)");
+  EXPECT_NE(r.err.find("  --attention 'eager'  <- the command line (--attention eager), over 'sdpa' <- hf-trainer's "
+                       "default attention"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("--attention 'sdpa'"), std::string::npos) << r.err;
+}
