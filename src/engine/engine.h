@@ -75,10 +75,26 @@ struct KindBytes {
   double selective_flops = 0;  // what selective recomputation reruns (core attention; + the MLP with recompute_modules mlp)
 };
 
-/// What explain() records beyond the totals; evaluate() passes a sink that records nothing.
+/// The bytes of one storage at the bound symbol values (stages/activations.cc).
+int64_t storage_bytes(const Storage& st, const SymValues& v);
+
+/// The layers' groups a breakdown of activations sums (Group's first four, in order).
+inline constexpr Group kLayerGroups[] = {Group::kAttention, Group::kMlp, Group::kNorms, Group::kMoe};
+
+/// What explain() records beyond the totals, stage by stage (engine/stages/); evaluate() passes a
+/// sink that records nothing. The report formats these and derives nothing from the layout.
 struct RecordingSink {
   std::vector<Bytes> in_flight_by_stage;
   std::vector<KindBytes> kinds;
+  // The activations stage (stages/activations.cc): the binding, and what its plan keeps.
+  Binding binding;
+  SymValues mid_values{};                   // the binding with the middle layer's FFN
+  Recompute listed = Recompute::kNone;        // the policy the middle layer's tensors are listed under
+  Recompute layer_policy = Recompute::kNone;  // the one the layers' groups count their storages under
+  bool shared_saved = false;  // some layer runs normally: the shared storages its ops save are kept
+  bool shared_kept = false;   // some layer is checkpointed: the shared checkpoint inputs are kept
+  bool partial = false;       // full recomputation of only the first N layers of each chunk
+  std::array<int64_t, std::size(kLayerGroups)> layer_groups{};  // Σ over layers, by kLayerGroups
   int64_t embedding = 0;
   int64_t head_loss = 0;
   int64_t shared = 0;
@@ -100,12 +116,11 @@ struct RecordingSink {
   int64_t fp8_weight_elements = 0;   // the peak stage's TE linear weight elements per TP rank (te_rules.h)
   int64_t fp8_weight_copies = 0;     // and its fp8 weight copies, one fp32 scale_inv each (te_rules.h)
   StageParams stage;               // the peak stage's parameters
+  FinetuneStatic finetune;         // static memory by weight tensor, when Prepared::shape_static
   std::vector<StageTotals> stages;  // every stage's GPU (Report::stages)
-  void on_stage(int64_t, Bytes in_flight) { in_flight_by_stage.push_back(in_flight); }
   static constexpr bool kRecords = true;
 };
 struct NullSink {
-  void on_stage(int64_t, Bytes) {}
   static constexpr bool kRecords = false;
 };
 
@@ -132,7 +147,8 @@ void in_flight_per_chunk_reference(const ParallelLayout& p, int64_t rank, const 
                                    int64_t* counts, int64_t* step);
 
 /// The whole accounting of one layout: checks, activations per stage, static memory per stage,
-/// transients, the peak. Returns false when a check fails (the Reporter has the error).
+/// transients, the peak; it sequences the stages of engine/stages/. Returns false when a check
+/// fails (the Reporter has the error).
 template <typename Reporter, typename Sink>
 bool account(const Prepared& p, const Layout& l, Totals& t, Reporter& reporter, Sink& sink);
 

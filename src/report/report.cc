@@ -3,6 +3,7 @@
 // assumed. Nothing here changes a total: every figure comes from Totals or the recorded sink, or is
 // a per-group split of them read off the same bound graphs.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,6 @@ struct Bound {
   SymValues values;
   SymTexts texts;
 };
-
-int64_t storage_bytes(const Storage& st, const SymValues& v) {
-  int64_t n = dtype_bytes(st.dtype);
-  for (const Dim& d : st.shape) n = checked_mul(n, d.value(v));
-  return n;
-}
 
 std::string storage_formula(const Storage& st, const SymTexts& x) {
   std::string out = std::to_string(dtype_bytes(st.dtype));
@@ -63,22 +58,24 @@ std::string join_formulas(const std::vector<const Storage*>& parts, const SymTex
   return out;
 }
 
-ActivationReport describe_activations(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
-  const ModelSpec& model = p.model;
-  const ParallelLayout& par = o.parallel;
-  const Workload& w = p.workload;
-  const Binding binding = bind(p, o);
-  const GraphSet& g = *binding.graphs;
-  Bound mid_bound{binding.values, sym_texts(model, o)};
-  const std::size_t mid_kind = p.middle_kind;
-  mid_bound.values[static_cast<std::size_t>(Sym::kFfn)] = g.kinds[mid_kind].spec.ffn / par.tp;
-  const Graph& mid = g.kinds[mid_kind].graph;
-  const KindBytes& mid_bytes = rec.kinds[mid_kind];
-  const int64_t chunk_layers = binding.chunk_layers;
-  const RecomputePlan plan = RecomputePlan::of(o, chunk_layers);
-  const int64_t num_layers = model.num_layers;
+/// The regions besides the layers, in the order they are listed.
+struct Region {
+  const Graph* graph;
+  const char* name;
+};
+std::array<Region, 3> regions_of(const GraphSet& g) {
+  return {{{&g.embedding, "embedding"}, {&g.head, "head"}, {&g.shared, "shared"}}};
+}
 
-  ActivationReport report;
+/// Whether a region's storage is kept: embedding and head save theirs; the shared ones are saved by
+/// layers that run normally or kept as checkpoint inputs (Storage::kept_shared), as recorded.
+bool region_keeps(const RecordingSink& rec, const Graph* graph, const Storage& st) {
+  return graph == &rec.binding.graphs->shared ? st.kept_shared(rec.shared_saved, rec.shared_kept)
+                                              : st.saved(Recompute::kNone);
+}
+
+/// The totals account() found, and the recomputation FLOPs' shares.
+void copy_activation_totals(const Totals& t, const RecordingSink& rec, ActivationReport& report) {
   report.per_layer = Bytes{t.per_layer};
   report.total = Bytes{t.activations_total};
   report.in_flight = Bytes{t.in_flight_max};
@@ -99,106 +96,109 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
     report.recompute_share_of_forward = t.recompute_flops / t.forward_flops;
     report.recompute_share_of_step = t.recompute_flops / (3.0 * t.forward_flops);
   }
+}
 
-  // Tensors: the middle layer under the policy, then embedding, head+loss, shared.
+/// The saved tensors: the middle layer's under the policy, then embedding, head+loss, shared.
+void list_saved_tensors(const Prepared& p, const Layout& o, const RecordingSink& rec, const Bound& mid_bound,
+                        ActivationReport& report) {
+  const GraphSet& g = *rec.binding.graphs;
+  const Graph& mid = g.kinds[p.middle_kind].graph;
   if (o.recompute == Recompute::kFull) {
     auto t0 = to_saved(mid.storages[0], "layer", mid_bound);
     t0.note = "checkpoint: full recomputation keeps only the layer's input";
     report.tensors.push_back(std::move(t0));
   } else {
-    // torchtitan's selective N: the listed layer is one that runs normally (per_layer's).
-    const Recompute listed = plan.layer_sac() ? Recompute::kNone : o.recompute;
     for (const auto& st : mid.storages)
-      if (st.saved(listed)) report.tensors.push_back(to_saved(st, "layer", mid_bound));
+      if (st.saved(rec.listed)) report.tensors.push_back(to_saved(st, "layer", mid_bound));
   }
-  const struct {
-    const Graph* graph;
-    const char* name;
-  } regions[] = {{&g.embedding, "embedding"}, {&g.head, "head"}, {&g.shared, "shared"}};
-  // A region's storage is listed when it is kept: embedding and head save theirs; the shared ones
-  // are saved by layers that run normally or kept as checkpoint inputs (Storage::kept_shared).
-  const bool run_normally = plan.some_layer_not_recomputed();
-  const bool recomputed = plan.some_layer_recomputed();
-  auto kept = [&](const Graph* graph, const Storage& st) {
-    return graph == &g.shared ? st.kept_shared(run_normally, recomputed) : st.saved(Recompute::kNone);
-  };
-  for (const auto& region : regions) {
+  for (const auto& region : regions_of(g)) {
     if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
     for (const auto& st : region.graph->storages)
-      if (kept(region.graph, st)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
+      if (region_keeps(rec, region.graph, st)) report.tensors.push_back(to_saved(st, region.name, mid_bound));
   }
+}
 
-  // Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
-  report.breakdown.title = "activations (one micro-batch, whole model)";
-  const Recompute layer_policy = o.recompute == Recompute::kFull || plan.layer_sac() ? Recompute::kNone : o.recompute;
-  SymValues v = binding.values;
-  for (Group grp : {Group::kAttention, Group::kMlp, Group::kNorms, Group::kMoe}) {
-    Bytes sum{0};
-    std::vector<const Storage*> parts;
-    for (int64_t i = 0; i < num_layers; ++i) {
-      const std::size_t k = p.kind_of[static_cast<std::size_t>(i)];
-      if (o.recompute == Recompute::kFull || (plan.layer_sac() && plan.layer_sac_checkpointed(i))) {
-        if (grp == Group::kNorms) sum += Bytes{plan.kept(rec.kinds[k].none, rec.kinds[k].selective, rec.kinds[k].input, i)};
-        continue;
-      }
-      v[static_cast<std::size_t>(Sym::kFfn)] = g.kinds[k].spec.ffn / par.tp;
-      for (const auto& st : g.kinds[k].graph.storages)
-        if (st.group == grp && st.saved(layer_policy)) sum += Bytes{storage_bytes(st, v)};
+/// One group of the layers' bytes, summed over all layers (recorded), with the middle layer's
+/// storages of that group as its formula.
+Term layer_group_term(const Prepared& p, const Layout& o, const RecordingSink& rec, const Bound& mid_bound, Group grp,
+                      Bytes sum) {
+  const Graph& mid = rec.binding.graphs->kinds[p.middle_kind].graph;
+  const int64_t num_layers = p.model.num_layers;
+  std::vector<const Storage*> parts;
+  if (o.recompute == Recompute::kFull) {
+    if (grp == Group::kNorms) parts.push_back(&mid.storages[0]);
+  } else {
+    for (const auto& st : mid.storages)
+      if (st.group == grp && st.saved(rec.layer_policy)) parts.push_back(&st);
+  }
+  Term term;
+  term.key = fmt::format("activations.layers.{}", group_name(grp));
+  const bool partial = rec.partial;
+  term.label = o.recompute != Recompute::kFull ? fmt::format("transformer layers: {}", group_name(grp))
+               : partial ? fmt::format("layers: the first {} of each {}-layer chunk keep their input, the rest "
+                                       "keep everything",
+                                       o.recompute_layers, rec.binding.chunk_layers)
+               : o.checkpoint_every > 1 ? fmt::format("layer inputs kept every {} layers (checkpoints)",
+                                                      o.checkpoint_every)
+                                        : "layer inputs kept by full recomputation";
+  term.formula = partial ? std::string("Σ layers (input of a recomputed layer, everything of the others)")
+                         : fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts, mid_bound.texts));
+  Bytes middle_bytes{0};
+  for (const auto* st : parts) middle_bytes += Bytes{storage_bytes(*st, mid_bound.values)};
+  // Uniform layers (or checkpoints): count × bytes; otherwise say that the layers differ.
+  const bool whole_multiple = !partial && middle_bytes > Bytes{0} && sum.count() % middle_bytes.count() == 0;
+  term.substituted = whole_multiple ? fmt::format("{} × {} B", sum.count() / middle_bytes.count(),
+                                                  group_digits(middle_bytes.count()))
+                     : partial      ? fmt::format("Σ over {} layers", num_layers)
+                                    : fmt::format("Σ over {} layers (middle layer: {} B)", num_layers,
+                                                  group_digits(middle_bytes.count()));
+  term.bytes = sum;
+  return term;
+}
+
+/// A region's kept storages as one term.
+void add_region_term(const RecordingSink& rec, const Region& region, const Bound& mid_bound, Breakdown& breakdown) {
+  std::vector<const Storage*> parts;
+  Bytes sum{0};
+  for (const auto& st : region.graph->storages)
+    if (region_keeps(rec, region.graph, st)) {
+      parts.push_back(&st);
+      sum += Bytes{storage_bytes(st, mid_bound.values)};
     }
-    if (o.recompute == Recompute::kFull) {
-      if (grp == Group::kNorms) parts.push_back(&mid.storages[0]);
-    } else {
-      for (const auto& st : mid.storages)
-        if (st.group == grp && st.saved(layer_policy)) parts.push_back(&st);
-    }
+  if (parts.empty()) return;
+  Term term;
+  const char* grp = group_name(parts[0]->group);
+  term.key = fmt::format("activations.{}", grp);
+  term.label = grp;
+  term.formula = join_formulas(parts, mid_bound.texts);
+  for (const auto* st : parts)
+    term.substituted += (term.substituted.empty() ? "" : " + ") + group_digits(storage_bytes(*st, mid_bound.values));
+  term.bytes = sum;
+  breakdown.add(std::move(term));
+}
+
+/// Breakdown of `total` by group: layers' groups summed over all layers, then the other regions.
+Breakdown activation_breakdown(const Prepared& p, const Layout& o, const RecordingSink& rec, const Bound& mid_bound,
+                               Bytes shared) {
+  Breakdown breakdown;
+  breakdown.title = "activations (one micro-batch, whole model)";
+  for (Group grp : kLayerGroups) {
+    const Bytes sum{rec.layer_groups[static_cast<std::size_t>(grp)]};
     if (sum == Bytes{0}) continue;
-    Term term;
-    term.key = fmt::format("activations.layers.{}", group_name(grp));
-    const bool partial = plan.partial();
-    term.label = o.recompute != Recompute::kFull ? fmt::format("transformer layers: {}", group_name(grp))
-                 : partial ? fmt::format("layers: the first {} of each {}-layer chunk keep their input, the rest "
-                                         "keep everything",
-                                         o.recompute_layers, chunk_layers)
-                 : o.checkpoint_every > 1 ? fmt::format("layer inputs kept every {} layers (checkpoints)",
-                                                        o.checkpoint_every)
-                                          : "layer inputs kept by full recomputation";
-    term.formula = partial ? std::string("Σ layers (input of a recomputed layer, everything of the others)")
-                           : fmt::format("Σ layers ({} in the middle layer)", join_formulas(parts, mid_bound.texts));
-    Bytes middle_bytes{0};
-    for (const auto* st : parts) middle_bytes += Bytes{storage_bytes(*st, mid_bound.values)};
-    // Uniform layers (or checkpoints): count × bytes; otherwise say that the layers differ.
-    const bool whole_multiple = !partial && middle_bytes > Bytes{0} && sum.count() % middle_bytes.count() == 0;
-    term.substituted = whole_multiple ? fmt::format("{} × {} B", sum.count() / middle_bytes.count(),
-                                                    group_digits(middle_bytes.count()))
-                       : partial      ? fmt::format("Σ over {} layers", num_layers)
-                                      : fmt::format("Σ over {} layers (middle layer: {} B)", num_layers,
-                                                    group_digits(middle_bytes.count()));
-    term.bytes = sum;
-    report.breakdown.add(std::move(term));
+    breakdown.add(layer_group_term(p, o, rec, mid_bound, grp, sum));
   }
-  for (const auto& region : regions) {
-    if (region.graph == &g.shared && report.shared == Bytes{0}) continue;
-    std::vector<const Storage*> parts;
-    Bytes sum{0};
-    for (const auto& st : region.graph->storages)
-      if (kept(region.graph, st)) {
-        parts.push_back(&st);
-        sum += Bytes{storage_bytes(st, mid_bound.values)};
-      }
-    if (parts.empty()) continue;
-    Term term;
-    const char* grp = group_name(parts[0]->group);
-    term.key = fmt::format("activations.{}", grp);
-    term.label = grp;
-    term.formula = join_formulas(parts, mid_bound.texts);
-    for (const auto* st : parts)
-      term.substituted += (term.substituted.empty() ? "" : " + ") + group_digits(storage_bytes(*st, mid_bound.values));
-    term.bytes = sum;
-    report.breakdown.add(std::move(term));
+  const GraphSet& g = *rec.binding.graphs;
+  for (const auto& region : regions_of(g)) {
+    if (region.graph == &g.shared && shared == Bytes{0}) continue;
+    add_region_term(rec, region, mid_bound, breakdown);
   }
+  return breakdown;
+}
 
-  // Notes: what was assumed.
-  auto& notes = report.notes;
+/// Notes on the framework's rules, the attention backend, the loss and the model's wrapper.
+void framework_notes(const Prepared& p, const Layout& o, std::vector<std::string>& notes) {
+  const ModelSpec& model = p.model;
+  const Workload& w = p.workload;
   notes.push_back(fmt::format("framework {}, attention {}, recompute {}, activations {} ({} bytes per element)",
                               kFrameworkNames.name(w.framework), kAttentionNames.name(w.attention),
                               kRecomputeNames.name(o.recompute), dtype_name(w.dtype), dtype_bytes(w.dtype)));
@@ -243,6 +243,13 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                                   "(up to b·s² per chunked layer) is not modeled",
                                   o.seq_len, chunk));
   }
+}
+
+/// Notes on what recomputation reruns and keeps (torchtitan's block rules with it).
+void recompute_notes(const Prepared& p, const Layout& o, const RecordingSink& rec, std::vector<std::string>& notes) {
+  const Workload& w = p.workload;
+  const KindBytes& mid_bytes = rec.kinds[p.middle_kind];
+  const GraphSet& g = *rec.binding.graphs;
   if (w.framework == Framework::kTorchtitan) {
     notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
                     "its input and fp32 rstd; RoPE keeps only freqs_cis, a buffer (the fp32 q/k copies are "
@@ -273,7 +280,7 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
       notes.push_back("full recomputation: each layer keeps only its input; embedding, final norm, LM head and loss "
                       "are not recomputed");
   }
-  if (recomputed) {
+  if (rec.shared_kept) {
     std::vector<std::string> inputs;
     for (const auto& st : g.shared.storages)
       if (st.checkpoint_input) inputs.push_back(st.name);
@@ -282,6 +289,14 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                                   "shared by all layers, counted once in shared",
                                   fmt::join(inputs, ", ")));
   }
+}
+
+/// Notes on how tensor, context and expert parallelism shard the saved tensors.
+void parallel_notes(const Prepared& p, const Layout& o, std::vector<std::string>& notes) {
+  const ModelSpec& model = p.model;
+  const Workload& w = p.workload;
+  const ParallelLayout& par = o.parallel;
+  const bool llama4 = model.model_type == "llama4_text";
   if (par.tp > 1)
     notes.push_back(par.sp ? "TP with sequence parallelism: what TP replicates is split along s by t"
                            : "TP splits heads, FFN and vocabulary; norms, residual-stream inputs and hidden dropout "
@@ -319,6 +334,14 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                             "permute, grouped SwiGLU experts (validation/megatron_moe_validation.py)");
     }
   }
+}
+
+/// Notes on the pipeline schedule and on how FLOPs and the rule of thumb are counted.
+void pipeline_and_flops_notes(const Prepared& p, const Layout& o, const ActivationReport& report,
+                              std::vector<std::string>& notes) {
+  const ModelSpec& model = p.model;
+  const Workload& w = p.workload;
+  const ParallelLayout& par = o.parallel;
   if (par.pp > 1)
     notes.push_back(fmt::format("pipeline 1F1B{}: in_flight is rank {} holding {} micro-batch(es){}",
                                 par.vpp > 1 ? fmt::format(" interleaved (vpp {})", par.vpp) : "",
@@ -340,14 +363,85 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
                                 "s² terms) move it",
                                 format_binary(Bytes{static_cast<int64_t>(rule)}), format_binary(report.per_layer)));
   }
+}
+
+ActivationReport describe_activations(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const Bound mid_bound{rec.mid_values, sym_texts(p.model, o)};
+  ActivationReport report;
+  copy_activation_totals(t, rec, report);
+  list_saved_tensors(p, o, rec, mid_bound, report);
+  report.breakdown = activation_breakdown(p, o, rec, mid_bound, report.shared);
+  // Notes: what was assumed.
+  framework_notes(p, o, report.notes);
+  recompute_notes(p, o, rec, report.notes);
+  parallel_notes(p, o, report.notes);
+  pipeline_and_flops_notes(p, o, report, report.notes);
   return report;
+}
+
+
+/// The loss backward's transient on the last stage, as the framework runs it.
+Term logits_grad_term(const Prepared& p, const Layout& o) {
+  const auto& par = o.parallel;
+  const Workload& w = p.workload;
+  const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
+  const int64_t v_local = ceil_div(p.model.vocab, par.tp);
+  if (w.loss != LossImpl::kFull) return describe_loss_transient(w, s_local, o.micro_batch, p.model.hidden, v_local);
+  if (w.framework == Framework::kTorchtitan) {
+    // cross_entropy_loss upcasts and runs log_softmax + nll_loss like HF's (measured there by
+    // validation/loss_transient.py); train.py forward_backward_step does `del pred` before
+    // loss.backward(), so no logits are held beside the two fp32 gradients.
+    return product_term("logits_grad", "loss backward: fp32 d(log-probs) + fp32 d(logits) (train.py deletes pred)",
+                        {{"8", 8}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
+  }
+  if (p.model.encoder) {
+    // BertForMaskedLM's CrossEntropyLoss on the scores as they are (no upcast): while
+    // LogSoftmaxBackward runs, d(log-probs) and d(logits) in the activation dtype beside the
+    // logits the caller holds. By analogy with the measured decoder loss, not measured itself.
+    const int64_t e_bytes = dtype_bytes(w.dtype);
+    Term l = product_term("logits_grad",
+                          "MLM loss backward: d(log-probs) + d(logits) + the logits the caller holds (no upcast)",
+                          {{"3·e", 3 * e_bytes}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
+    l.note = "not measured (validation covers the saved tensors); HF Trainer drops outputs.logits: e·s·b·V less";
+    return l;
+  }
+  if (w.framework == Framework::kHF) {
+    // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
+    // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
+    // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).
+    // Measured on CPU with the profiler's allocation timeline: validation/loss_transient.py.
+    const int64_t e_bytes = dtype_bytes(w.dtype);
+    Term l = product_term("logits_grad",
+                          "loss backward: fp32 d(log-probs) + fp32 d(logits) + the logits the caller holds",
+                          {{"(8+e)", 8 + e_bytes}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}});
+    l.note = "HF Trainer drops outputs.logits before backward: then e·s·b·V less";
+    return l;
+  }
+  // Megatron's vocab-parallel cross entropy writes its gradient in place into the saved fp32
+  // softmax; around it live the logits in the activation dtype or, in backward, their gradient.
+  // Whether the fp32 upcast is a separate copy depends on the Megatron version: a 4-byte buffer
+  // covers both, so this term is an allowance.
+  Term l = product_term("logits_grad", "logits-sized buffer around the fused cross entropy (last stage)",
+                        {{"4", 4}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}}, Exactness::kAllowance);
+  l.note = "Megatron-version dependent: the fp32 upcast of the logits or the gradient of the logits";
+  return l;
+}
+
+/// A transient recorded as its bytes alone.
+Term bytes_term(const char* key, std::string label, const char* formula, int64_t bytes) {
+  Term d;
+  d.key = key;
+  d.label = std::move(label);
+  d.formula = formula;
+  d.substituted = fmt::format("{} B", group_digits(bytes));
+  d.bytes = Bytes{bytes};
+  return d;
 }
 
 /// The transients of the peak stage, each a real tensor size; only the largest is in the peak,
 /// since they do not coincide (the logits gradient exists at the start of backward on the last
 /// stage, a ZeRO-3 gather around each layer).
 Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
-  const auto& par = o.parallel;
   const Workload& w = p.workload;
   Breakdown b;
   b.title = "Transients of the step (largest one counted in the peak)";
@@ -374,75 +468,20 @@ Breakdown describe_transients(const Prepared& p, const Layout& o, const Totals& 
     r.bytes = Bytes{t.recompute_peak};
     b.add(r);
   }
-  if (rec.logits_grad >= 0) {
-    const int64_t s_local = o.seq_len / std::max<int64_t>(par.cp, 1);
-    const int64_t v_local = ceil_div(p.model.vocab, par.tp);
-    if (w.loss != LossImpl::kFull) {
-      b.add(describe_loss_transient(w, s_local, o.micro_batch, p.model.hidden, v_local));
-    } else if (w.framework == Framework::kTorchtitan) {
-      // cross_entropy_loss upcasts and runs log_softmax + nll_loss like HF's (measured there by
-      // validation/loss_transient.py); train.py forward_backward_step does `del pred` before
-      // loss.backward(), so no logits are held beside the two fp32 gradients.
-      Term l = product_term("logits_grad", "loss backward: fp32 d(log-probs) + fp32 d(logits) (train.py deletes pred)",
-                            {{"8", 8}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
-      b.add(l);
-    } else if (p.model.encoder) {
-      // BertForMaskedLM's CrossEntropyLoss on the scores as they are (no upcast): while
-      // LogSoftmaxBackward runs, d(log-probs) and d(logits) in the activation dtype beside the
-      // logits the caller holds. By analogy with the measured decoder loss, not measured itself.
-      const int64_t e_bytes = dtype_bytes(w.dtype);
-      Term l = product_term("logits_grad",
-                            "MLM loss backward: d(log-probs) + d(logits) + the logits the caller holds (no upcast)",
-                            {{"3·e", 3 * e_bytes}, {"s", s_local}, {"b", o.micro_batch}, {"V", v_local}});
-      l.note = "not measured (validation covers the saved tensors); HF Trainer drops outputs.logits: e·s·b·V less";
-      b.add(l);
-    } else if (w.framework == Framework::kHF) {
-      // HF's loss upcasts the logits and runs log_softmax + nll_loss. In backward, while
-      // LogSoftmaxBackward runs, the nll gradient (fp32, dense s·b·V) and d(logits) (fp32) exist
-      // together, beside the logits the caller still holds in `outputs.logits` (e bytes each).
-      // Measured on CPU with the profiler's allocation timeline: validation/loss_transient.py.
-      const int64_t e_bytes = dtype_bytes(w.dtype);
-      Term l = product_term("logits_grad",
-                            "loss backward: fp32 d(log-probs) + fp32 d(logits) + the logits the caller holds",
-                            {{"(8+e)", 8 + e_bytes}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}});
-      l.note = "HF Trainer drops outputs.logits before backward: then e·s·b·V less";
-      b.add(l);
-    } else {
-      // Megatron's vocab-parallel cross entropy writes its gradient in place into the saved fp32
-      // softmax; around it live the logits in the activation dtype or, in backward, their gradient.
-      // Whether the fp32 upcast is a separate copy depends on the Megatron version: a 4-byte buffer
-      // covers both, so this term is an allowance.
-      Term l = product_term("logits_grad", "logits-sized buffer around the fused cross entropy (last stage)",
-                            {{"4", 4}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}},
-                            Exactness::kAllowance);
-      l.note = "Megatron-version dependent: the fp32 upcast of the logits or the gradient of the logits";
-      b.add(l);
-    }
-  }
-  if (rec.dequantized_weight >= 0) {
-    // bitsandbytes MatMul4Bit: F.dequantize_4bit(W).to(x.dtype) in forward, and again in backward
-    // for the input's gradient; one linear at a time, freed after its matmul.
-    Term d;
-    d.key = "dequantized_weight";
-    d.label = "nf4 base: the largest linear dequantized for its matmul (forward and backward)";
-    d.formula = "e · rows · cols (largest quantized linear)";
-    d.substituted = fmt::format("{} B", group_digits(rec.dequantized_weight));
-    d.bytes = Bytes{rec.dequantized_weight};
-    b.add(d);
-  }
+  if (rec.logits_grad >= 0) b.add(logits_grad_term(p, o));
+  // bitsandbytes MatMul4Bit: F.dequantize_4bit(W).to(x.dtype) in forward, and again in backward
+  // for the input's gradient; one linear at a time, freed after its matmul.
+  if (rec.dequantized_weight >= 0)
+    b.add(bytes_term("dequantized_weight", "nf4 base: the largest linear dequantized for its matmul (forward and backward)",
+                     "e · rows · cols (largest quantized linear)", rec.dequantized_weight));
   if (rec.offload_working_set >= 0) b.add(offload_working_set_term(rec.offload_working_set, o.recompute));
-  if (rec.accumulated_grad >= 0) {
-    // torch AccumulateGrad (accumulate_grad.h): `variable_grad += new_grad` from the second micro-batch on.
-    Term a;
-    a.key = "accumulated_grad";
-    a.label = fmt::format("gradient accumulation ({} micro-batches): the largest parameter's new gradient, added "
-                          "into .grad in place",
-                          o.grad_accum);
-    a.formula = "Ψ_largest trainable tensor (per TP rank) · e_g";
-    a.substituted = fmt::format("{} B", group_digits(rec.accumulated_grad));
-    a.bytes = Bytes{rec.accumulated_grad};
-    b.add(a);
-  }
+  // torch AccumulateGrad (accumulate_grad.h): `variable_grad += new_grad` from the second micro-batch on.
+  if (rec.accumulated_grad >= 0)
+    b.add(bytes_term("accumulated_grad",
+                     fmt::format("gradient accumulation ({} micro-batches): the largest parameter's new gradient, "
+                                 "added into .grad in place",
+                                 o.grad_accum),
+                     "Ψ_largest trainable tensor (per TP rank) · e_g", rec.accumulated_grad));
   return b;
 }
 
@@ -457,14 +496,11 @@ Term reserve_term(Bytes reserve) {
   return t;
 }
 
-}  // namespace
-
-TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+/// Static memory of the peak stage, with its terms (by weight tensor for fine-tuning), and the
+/// notes of fine-tuning, frozen layers, gradient accumulation and packed documents.
+void describe_static_memory(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec,
+                            TrainingEstimate& e) {
   const auto& par = o.parallel;
-  TrainingEstimate e;
-  e.param_only = p.param_only;
-  e.params = p.param_only ? param_only_counts(p.param_count, par.pp) : p.params;
-
   StaticOptions so;
   so.weight_dtype = p.workload.weight_dtype;
   so.grad_dtype = p.workload.grad_dtype;
@@ -481,7 +517,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
   describe_static(e.static_memory, p.per_param, so);
   if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
-    const FinetuneStatic fs = finetune_static(p.tensors, p.workload, par.tp);
+    const FinetuneStatic& fs = rec.finetune;
     e.static_memory.breakdown.terms =
         describe_finetune_static(fs, p.workload, o.zero_stage, par.dp, o.offload_optimizer, e.static_memory.weights,
                                  e.static_memory.gradients, e.static_memory.optimizer);
@@ -495,7 +531,110 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
     for (auto& note : grad_accum_notes(p.workload, o)) e.notes.push_back(std::move(note));
     for (auto& note : packed_docs_notes(p.workload, o)) e.notes.push_back(std::move(note));
   }
+}
 
+/// TE's cached fp8 weight copies of the peak stage (te_rules.h): 2 bytes per weight element + a
+/// 4-byte scale_inv per linear on Hopper with per-tensor scaling; fp8_report.cc for the others.
+Term fp8_weight_cache_term(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const auto& par = o.parallel;
+  const Fp8Recipe fp8_recipe = p.workload.megatron.fp8;
+  const bool per_tensor_hopper = (fp8_recipe == Fp8Recipe::kDelayed || fp8_recipe == Fp8Recipe::kTensorwise) &&
+                                 p.workload.megatron.fp8_gpu == Fp8Gpu::kHopper;
+  if (!per_tensor_hopper)
+    return describe_fp8_weight_cache(p.workload.megatron, t.fp8_weight_cache, rec.fp8_weight_elements,
+                                     rec.stage.num_layers, par.tp, rec.fp8_weight_copies);
+  // Dense layers with standard attention: four linears a layer (the formula as before); MoE
+  // (grouped experts: a copy per expert) and MLA layers: the stage's copies counted.
+  const bool four_per_layer = rec.fp8_weight_copies == detail::kTeLinearsPerLayer * rec.stage.num_layers;
+  std::vector<Factor> scale_factors{{"4", detail::kTeFp8ScaleInvBytes}};
+  if (four_per_layer) {
+    scale_factors.push_back({"4 linears", detail::kTeLinearsPerLayer});
+    scale_factors.push_back({"L_stage", rec.stage.num_layers});
+  } else {
+    scale_factors.push_back({"n_fp8 weight copies", rec.fp8_weight_copies});
+  }
+  Term c = sum_term("fp8_weight_cache",
+                    "TE fp8 weight copies cached per TE linear (rowwise data + columnwise transpose, fp32 scale_inv)",
+                    {{{"2", detail::kTeFp8CopyBytesPerWeight}, {"Ψ_TE linears", rec.fp8_weight_elements}}, scale_factors});
+  c.note = four_per_layer
+               ? fmt::format("qkv, proj, fc1, fc2 of the stage's {} layers at tp {}: Float8Tensor data (out, in) + "
+                             "_transpose (in, out) on Hopper (TE csrc/quantizer.cpp), kept in _fp8_workspaces across "
+                             "micro-batches (TE linear.py l.1958-2071; Megatron passes is_first_microbatch, "
+                             "extensions/transformer_engine.py l.1338-1345)",
+                             rec.stage.num_layers, par.tp)
+               : fmt::format("the TE linears of the stage's {} layers at tp {} (MLA's q/kv down and up projections "
+                             "and linear_proj; the shared experts' fc1, fc2; one copy per local routed expert of "
+                             "GroupedLinear fc1 and fc2, its _fp8_workspaces[\"weight{{i}}\"], TE grouped_linear.py "
+                             "l.2259-2310): {} fp8 weight copies, Float8Tensor data (out, in) + _transpose (in, "
+                             "out) on Hopper, kept across micro-batches",
+                             rec.stage.num_layers, par.tp, rec.fp8_weight_copies);
+  return c;
+}
+
+/// The saved activations on the GPU of the peak stage, or their offloaded part.
+Term activations_term(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec,
+                      std::vector<std::string>& notes) {
+  Term a;
+  a.key = "activations";
+  a.label = o.parallel.pp > 1 ? "Saved activations in flight on this stage" : "Saved activations (one micro-batch)";
+  a.formula = "Σ saved tensors (see activations)";
+  a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
+                              format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
+  a.bytes = Bytes{t.activations};
+  if (o.offload_activations) {
+    a = offloaded_activations_term(t);
+    notes.push_back(offload_note(t));
+  }
+  if (rec.cpu_offload_layers_gpu >= 0) {  // Megatron --cpu-offloading-num-layers (cpu_offloading.h)
+    a = cpu_offload_activations_term(t, rec, p.model.num_layers, o.cpu_offloading_num_layers);
+    notes.push_back(cpu_offload_note(t, rec, p.model.num_layers, o.cpu_offloading_num_layers, o.grad_accum));
+  }
+  return a;
+}
+
+/// torchtitan: FSDP2's unsharded working set, on top of any transient (fsdp2.h).
+void add_fsdp2_terms(const Fsdp2Transient& f, int64_t dp, TrainingEstimate& e) {
+  Term gathered = product_term("fsdp2_gathered_blocks",
+                               "FSDP2 all-gathered blocks (bf16 param_dtype): the running one + the prefetched next",
+                               {{"2", 2}, {"2 blocks", 2}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
+  gathered.note = "fully_shard per TransformerBlock, reshard_after_forward=True (apply_fsdp); one unit prefetched";
+  e.memory.add(gathered);
+  Term head = product_term("fsdp2_head_unsharded", "FSDP2 [norm, output] kept unsharded after forward (bf16)",
+                           {{"2", 2}, {"Ψ_head", f.head_params}}, Exactness::kAllowance);
+  head.note = "apply_fsdp: reshard_after_forward = (policy == \"always\") for [norm, output]";
+  e.memory.add(head);
+  Term grads = product_term("fsdp2_block_grads", "FSDP2 one block's unsharded gradients before reduce-scatter (fp32)",
+                            {{"4", 4}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
+  grads.note = "MixedPrecisionPolicy(reduce_dtype=float32): the reduce-scatter input";
+  e.memory.add(grads);
+  e.notes.push_back(fmt::format(
+      "FSDP2 over dp {}: fp32 parameter, gradient and AdamW shards (4 + 4 + 8 bytes per parameter / dp); the "
+      "unsharded working set (two bf16 blocks, the bf16 [norm, output] unit, one block's fp32 gradients) is "
+      "counted beside the largest transient",
+      dp));
+}
+
+/// The largest transient (the first of equals), as account() chose it.
+void add_peak_transient(TrainingEstimate& e) {
+  const Term* peak = nullptr;
+  for (const auto& term : e.transients.terms)
+    if (!peak || term.bytes > peak->bytes) peak = &term;
+  if (!peak) return;
+  e.peak_transient_key = peak->key;
+  Term pt = *peak;
+  pt.key = "transient";
+  pt.label = "Largest transient: " + peak->label;
+  e.memory.add(pt);
+}
+
+}  // namespace
+
+TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
+  const auto& par = o.parallel;
+  TrainingEstimate e;
+  e.param_only = p.param_only;
+  e.params = p.param_only ? param_only_counts(p.param_count, par.pp) : p.params;
+  describe_static_memory(p, o, t, rec, e);
   if (p.param_only) {
     e.memory.title = "Peak memory per GPU";
   } else {
@@ -506,91 +645,11 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
                                 : "Peak memory per GPU";
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
-  const Fp8Recipe fp8_recipe = p.workload.megatron.fp8;
-  const bool per_tensor_hopper = (fp8_recipe == Fp8Recipe::kDelayed || fp8_recipe == Fp8Recipe::kTensorwise) &&
-                                 p.workload.megatron.fp8_gpu == Fp8Gpu::kHopper;
-  if (t.fp8_weight_cache > 0 && !per_tensor_hopper)
-    e.memory.add(describe_fp8_weight_cache(p.workload.megatron, t.fp8_weight_cache, rec.fp8_weight_elements,
-                                           rec.stage.num_layers, par.tp, rec.fp8_weight_copies));
-  if (t.fp8_weight_cache > 0 && per_tensor_hopper) {
-    // te_rules.h: TE's cached fp8 weight copies, 2 bytes per weight element + a 4-byte scale_inv per linear.
-    // Dense layers with standard attention: four linears a layer (the formula as before); MoE
-    // (grouped experts: a copy per expert) and MLA layers: the stage's copies counted.
-    const bool four_per_layer = rec.fp8_weight_copies == detail::kTeLinearsPerLayer * rec.stage.num_layers;
-    std::vector<Factor> scale_factors{{"4", detail::kTeFp8ScaleInvBytes}};
-    if (four_per_layer) {
-      scale_factors.push_back({"4 linears", detail::kTeLinearsPerLayer});
-      scale_factors.push_back({"L_stage", rec.stage.num_layers});
-    } else {
-      scale_factors.push_back({"n_fp8 weight copies", rec.fp8_weight_copies});
-    }
-    Term c = sum_term("fp8_weight_cache",
-                      "TE fp8 weight copies cached per TE linear (rowwise data + columnwise transpose, fp32 scale_inv)",
-                      {{{"2", detail::kTeFp8CopyBytesPerWeight}, {"Ψ_TE linears", rec.fp8_weight_elements}},
-                       scale_factors});
-    c.note = four_per_layer
-                 ? fmt::format("qkv, proj, fc1, fc2 of the stage's {} layers at tp {}: Float8Tensor data (out, in) + "
-                               "_transpose (in, out) on Hopper (TE csrc/quantizer.cpp), kept in _fp8_workspaces across "
-                               "micro-batches (TE linear.py l.1958-2071; Megatron passes is_first_microbatch, "
-                               "extensions/transformer_engine.py l.1338-1345)",
-                               rec.stage.num_layers, par.tp)
-                 : fmt::format("the TE linears of the stage's {} layers at tp {} (MLA's q/kv down and up projections "
-                               "and linear_proj; the shared experts' fc1, fc2; one copy per local routed expert of "
-                               "GroupedLinear fc1 and fc2, its _fp8_workspaces[\"weight{{i}}\"], TE grouped_linear.py "
-                               "l.2259-2310): {} fp8 weight copies, Float8Tensor data (out, in) + _transpose (in, "
-                               "out) on Hopper, kept across micro-batches",
-                               rec.stage.num_layers, par.tp, rec.fp8_weight_copies);
-    e.memory.add(c);
-  }
+  if (t.fp8_weight_cache > 0) e.memory.add(fp8_weight_cache_term(p, o, t, rec));
   if (!p.param_only) {
-    Term a;
-    a.key = "activations";
-    a.label = par.pp > 1 ? "Saved activations in flight on this stage" : "Saved activations (one micro-batch)";
-    a.formula = "Σ saved tensors (see activations)";
-    a.substituted = fmt::format("{} per layer; {} for one micro-batch of the whole model",
-                                format_binary(Bytes{t.per_layer}), format_binary(Bytes{t.activations_total}));
-    a.bytes = Bytes{t.activations};
-    if (o.offload_activations) {
-      a = offloaded_activations_term(t);
-      e.notes.push_back(offload_note(t));
-    }
-    if (rec.cpu_offload_layers_gpu >= 0) {  // Megatron --cpu-offloading-num-layers (cpu_offloading.h)
-      a = cpu_offload_activations_term(t, rec, p.model.num_layers, o.cpu_offloading_num_layers);
-      e.notes.push_back(cpu_offload_note(t, rec, p.model.num_layers, o.cpu_offloading_num_layers, o.grad_accum));
-    }
-    e.memory.add(a);
-    if (rec.fsdp2.present()) {  // torchtitan: FSDP2's unsharded working set, on top of any transient (fsdp2.h)
-      const auto& f = rec.fsdp2;
-      Term gathered = product_term("fsdp2_gathered_blocks",
-                                   "FSDP2 all-gathered blocks (bf16 param_dtype): the running one + the prefetched next",
-                                   {{"2", 2}, {"2 blocks", 2}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
-      gathered.note = "fully_shard per TransformerBlock, reshard_after_forward=True (apply_fsdp); one unit prefetched";
-      e.memory.add(gathered);
-      Term head = product_term("fsdp2_head_unsharded", "FSDP2 [norm, output] kept unsharded after forward (bf16)",
-                               {{"2", 2}, {"Ψ_head", f.head_params}}, Exactness::kAllowance);
-      head.note = "apply_fsdp: reshard_after_forward = (policy == \"always\") for [norm, output]";
-      e.memory.add(head);
-      Term grads = product_term("fsdp2_block_grads", "FSDP2 one block's unsharded gradients before reduce-scatter (fp32)",
-                                {{"4", 4}, {"Ψ_block", f.block_params}}, Exactness::kAllowance);
-      grads.note = "MixedPrecisionPolicy(reduce_dtype=float32): the reduce-scatter input";
-      e.memory.add(grads);
-      e.notes.push_back(fmt::format(
-          "FSDP2 over dp {}: fp32 parameter, gradient and AdamW shards (4 + 4 + 8 bytes per parameter / dp); the "
-          "unsharded working set (two bf16 blocks, the bf16 [norm, output] unit, one block's fp32 gradients) is "
-          "counted beside the largest transient",
-          par.dp));
-    }
-    // The largest transient (the first of equals), as account() chose it.
-    const Term* peak = nullptr;
-    for (const auto& term : e.transients.terms)
-      if (!peak || term.bytes > peak->bytes) peak = &term;
-    if (peak) {
-      e.peak_transient_key = peak->key;
-      Term pt = *peak;
-      pt.key = "transient";
-      pt.label = "Largest transient: " + peak->label;
-      e.memory.add(pt);
-    }
+    e.memory.add(activations_term(p, o, t, rec, e.notes));
+    if (rec.fsdp2.present()) add_fsdp2_terms(rec.fsdp2, par.dp, e);
+    add_peak_transient(e);
   }
   e.memory.add(reserve_term(o.reserve));
   if (p.param_only)
