@@ -76,12 +76,8 @@ std::string model_key(const json& req) {
   return "preset:" + req.value("model", std::string("llama-3-70b"));
 }
 
-// Options that only change the Layout: a change of them reuses the prepared model. Any other option
-// re-prepares (a name missing here costs time, never a wrong number).
-const char* const kLayoutOptions[] = {"seq_len", "micro_batch", "dp", "tp", "sp", "pp", "vpp", "cp", "ep",
-                                      "num_micro_batches", "first_stage_layers", "last_stage_layers", "recompute",
-                                      "recompute_layers", "checkpoint_every", "zero", "offload_optimizer", "reserve"};
-
+// The prepared model is cached per workload: a change of a layout option (OptionSpec::scope) reuses
+// it; a workload option re-prepares.
 struct Cache {
   std::string key;
   std::optional<PreparedModel> prepared;
@@ -108,8 +104,7 @@ Expected<Prepared> prepare_request(const json& req) {
     auto value = to_value(options[name]);
     if (!value) return Error{ErrorKind::kInvalid, name, "@" + name + ": expected a number, text or true/false"};
     if (auto ok = set_training_option(s, name, *value); !ok) return ok.error();
-    if (std::find(std::begin(kLayoutOptions), std::end(kLayoutOptions), name) == std::end(kLayoutOptions))
-      workload_options[name] = options[name];
+    if (info.scope == OptionScope::kWorkload) workload_options[name] = options[name];
   }
   for (const auto& [name, value] : options.items()) {  // names the table does not know: "did you mean"
     bool known = false;
@@ -229,15 +224,16 @@ std::string gpus() {
   return arr.dump();
 }
 
-/// The option names, kinds and help texts of estimate (training) and serve.
+/// The option names, kinds and help texts of estimate (training) and serve, and the whole training
+/// option table (options_json(): kind, group, default, range, ...) that the form is built from.
 std::string options() {
-  auto list = [](std::span<const OptionInfo> infos) {
+  auto list = [](auto infos) {
     auto arr = json::array();
     for (const auto& o : infos)
       arr.push_back({{"name", std::string(o.name)}, {"flag", flag_of(std::string(o.name))}, {"help", std::string(o.help)}});
     return arr;
   };
-  return json{{"estimate", list(training_options())}, {"serve", list(serve_options())}}.dump();
+  return json{{"estimate", list(training_options())}, {"serve", list(serve_options())}, {"table", options_json()}}.dump();
 }
 
 /// `actmem estimate --json` (with "gpu": `estimate --gpu NAME --json`), the per-stage bars and,

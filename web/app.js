@@ -16,6 +16,8 @@ const TRAIN_FIELDS = {
   ep: 'int', num_micro_batches: 'int', zero: 'int', sp: 'flag', offload_optimizer: 'flag', optimizer: 'text',
   weight_dtype: 'text', recompute_layers: 'int', first_stage_layers: 'int', last_stage_layers: 'int',
 };
+// The rest of the engine's training options (its option table) join TRAIN_FIELDS when the form is
+// built: buildOptionFields().
 const SERVE_FIELDS = {
   context_len: ['context_len', 'int'], batch: ['batch', 'int'], serve_tp: ['tp', 'int'], kv_dtype: ['kv_dtype', 'text'],
   serve_weight_dtype: ['weight_dtype', 'text'], serve_dtype: ['dtype', 'text'], serve_gpu: ['gpu', 'text'],
@@ -97,6 +99,7 @@ function modelPart(s) {
 }
 function typed(kind, v) {
   if (kind === 'flag') return v === '1';
+  if (kind === 'switch') return v === '1' ? true : null;  // a table flag: sent only when ticked
   if (v === '' || v === undefined) return null;  // unset: the engine's default (dropout: config.json's)
   if (kind === 'int') return /^-?\d+$/.test(v.trim()) ? parseInt(v, 10) : v;  // text: the engine names the error
   if (kind === 'real') return isFinite(Number(v)) ? Number(v) : v;
@@ -433,9 +436,64 @@ function syncModel() {
   $('#config-box').hidden = $('#f-model').value !== CONFIG;
 }
 
+// ---- the form's other training options, from the engine's option table ------------------------------
+
+const optionHelp = text => text.replace(/@([a-z][a-z0-9_]*)/g, (_, name) => name);
+const FIELD_KINDS = { count: 'int', real: 'real', flag: 'switch', text: 'text', size: 'text' };
+
+function optionField(o) {
+  const label = esc(o.name.replace(/_/g, ' '));
+  const title = esc(optionHelp(o.help) + (o.choices ? `: ${o.choices}` : '') +
+    (o.frameworks.length < 3 ? ` (${o.frameworks.join(', ')})` : ''));
+  if (o.kind === 'flag') return `<label class="check" title="${title}"><input name="${o.name}" type="checkbox"> ${label}</label>`;
+  const names = o.choices ? o.choices.split(', ') : [];
+  const hint = esc(optionHelp(o.default_text));
+  if (o.kind === 'text' && names.length && names.every(n => /^[\w.-]+$/.test(n)))
+    return `<label title="${title}">${label} <select name="${o.name}"><option value="">${hint}</option>` +
+      names.map(n => `<option>${esc(n)}</option>`).join('') + '</select></label>';
+  const number = o.kind === 'count' || o.kind === 'real';
+  const range = (o.min !== null ? ` min="${o.min}"` : '') + (o.max !== null ? ` max="${o.max}"` : '');
+  return `<label title="${title}">${label} <input name="${o.name}" ${number ? `type="number"${range}` : 'type="text"'}` +
+    `${o.kind === 'real' ? ' step="any"' : ''} placeholder="${hint}"></label>`;
+}
+
+// Every training option the fieldsets above do not show, in the table's groups; the advanced ones
+// folded in a <details> per group. Each joins TRAIN_FIELDS, so it travels in requests and the URL.
+function buildOptionFields(table) {
+  const shown = new Set(formFields().map(el => el.name));
+  const groups = new Map();
+  for (const o of table) {
+    if (!(o.name in TRAIN_FIELDS)) TRAIN_FIELDS[o.name] = shown.has(o.name) ? 'text' : FIELD_KINDS[o.kind];
+    if (shown.has(o.name)) continue;
+    if (!groups.has(o.group)) groups.set(o.group, { basic: [], advanced: [] });
+    groups.get(o.group)[o.advanced ? 'advanced' : 'basic'].push(o);
+  }
+  // The fieldsets' own selects offer every name the table knows (e.g. every optimizer).
+  for (const o of table) {
+    const el = $(`select[name="${o.name}"]`, form);
+    if (!el || !o.choices) continue;
+    const have = new Set(Array.from(el.options, x => x.value));
+    for (const n of o.choices.split(', ')) if (!have.has(n)) el.insertAdjacentHTML('beforeend', `<option>${esc(n)}</option>`);
+  }
+  const box = $('#more-options');
+  const err = $('#more-options-err');
+  let html = '';
+  for (const [group, { basic, advanced }] of groups) {
+    const fields = list => `<div class="fields">${list.map(optionField).join('')}</div>`;
+    const inner = basic.length && advanced.length
+      ? `${fields(basic)}<details class="option-group"><summary>advanced</summary>${fields(advanced)}</details>`
+      : fields(basic.length ? basic : advanced);
+    html += `<details class="option-group"${basic.length ? ' open' : ''}><summary>${esc(group)}</summary>${inner}</details>`;
+  }
+  err.insertAdjacentHTML('beforebegin', html);
+  err.dataset.for = [...groups.values()].flatMap(g => [...g.basic, ...g.advanced]).map(o => o.name).join(' ');
+  box.dataset.options = String(table.length);
+}
+
 async function main() {
   const presets = JSON.parse((engine = await createActmem()).presets());
   const gpus = JSON.parse(engine.gpus());
+  buildOptionFields(JSON.parse(engine.options()).table);
   $('#f-model').innerHTML = presets.map(p => `<option value="${esc(p.name)}" title="${esc(p.description)}">${esc(p.name)}</option>`).join('') +
     `<option value="${CONFIG}">config.json (paste or upload)…</option>`;
   $('#f-model').value = DEFAULT_MODEL;
