@@ -86,8 +86,9 @@ void mark_overrides(const TrainingFlags& f, TrainingConfig& config) {
   std::vector<ConfigSetting> kept;
   for (auto& s : config.settings) {
     const std::string flag = flag_of(s.option);
-    const CLI::Option* opt = f.command->get_option_no_throw(flag);
-    if (opt == nullptr || opt->count() == 0) {
+    auto given_flag = std::find_if(f.table.flags.begin(), f.table.flags.end(),
+                                   [&](const TableFlag& t) { return t.spec->name == s.option && t.given(); });
+    if (given_flag == f.table.flags.end()) {
       kept.push_back(std::move(s));
       continue;
     }
@@ -97,22 +98,9 @@ void mark_overrides(const TrainingFlags& f, TrainingConfig& config) {
       earlier->source += "; over " + over;  // the file set it twice (gradient_checkpointing, then fsdp_config)
       continue;
     }
-    const auto results = opt->results();
-    const std::string given = results.empty() ? std::string() : results.back();
-    OptionKind kind = OptionKind::kText;
-    for (const auto& info : training_options())
-      if (info.name == s.option) kind = info.kind;
-    OptionValue value = given;
-    char* end = nullptr;
-    if (kind == OptionKind::kFlag) {
-      value = given != "false" && given != "0";
-    } else if (kind == OptionKind::kCount) {
-      const long long n = std::strtoll(given.c_str(), &end, 10);
-      if (!given.empty() && *end == '\0') value = int64_t{n};
-    } else if (kind == OptionKind::kReal) {
-      const double d = std::strtod(given.c_str(), &end);
-      if (!given.empty() && *end == '\0') value = d;
-    }
+    const OptionKind kind = given_flag->spec->kind;
+    const std::string given = given_flag->text;
+    OptionValue value = given_flag->value();
     s.value = std::move(value);
     s.source = fmt::format("the command line ({}{}), over {}", flag, kind == OptionKind::kFlag ? "" : " " + given, over);
     kept.push_back(std::move(s));
