@@ -1,5 +1,6 @@
 #include "config/training_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -37,6 +38,27 @@ Expected<void> apply_training_config(const TrainingConfig& config, TrainingSetti
     if (auto ok = set_training_option(settings, s.option, s.value); !ok)
       return Error{ok.error().kind, ok.error().field, fmt::format("{}: {}", s.source, ok.error().message)};
   return {};
+}
+
+void mark_overrides(TrainingConfig& config, const std::vector<OptionOverride>& overrides, std::string_view origin) {
+  std::vector<ConfigSetting> kept;
+  for (auto& s : config.settings) {
+    auto given = std::find_if(overrides.begin(), overrides.end(), [&](const OptionOverride& o) { return o.option == s.option; });
+    if (given == overrides.end()) {
+      kept.push_back(std::move(s));
+      continue;
+    }
+    const std::string over = fmt::format("{} <- {}", describe_option_value(s.value), s.source);
+    auto earlier = std::find_if(kept.begin(), kept.end(), [&](const ConfigSetting& k) { return k.option == s.option; });
+    if (earlier != kept.end() && earlier->source.rfind(origin, 0) == 0) {
+      earlier->source += "; over " + over;
+      continue;
+    }
+    s.value = given->value;
+    s.source = fmt::format("{} ({}), over {}", origin, given->given, over);
+    kept.push_back(std::move(s));
+  }
+  config.settings = std::move(kept);
 }
 
 nlohmann::json training_config_json(const TrainingConfig& config) {

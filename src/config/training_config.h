@@ -37,6 +37,21 @@ struct TrainingConfig {
   std::vector<std::string> warnings;  // settings actmem cannot honour, each named
 };
 
+/// An option given beside the config (a flag after --from, a keyword beside from_config=): the
+/// value computed with, and how the front end spells it ("--micro-batch 2", "micro_batch=2").
+struct OptionOverride {
+  std::string option;  // option_table.h name
+  OptionValue value;
+  std::string given;
+};
+
+/// Marks in `config.settings` each setting an override replaces: its value becomes the override's
+/// and its source "<origin> (<given>), over <value> <- <what the file said>", so the echo (stderr,
+/// JSON config.settings) shows what was computed with. `origin` names the front end ("the command
+/// line", "the keywords"). A setting the file gave twice (gradient_checkpointing, then fsdp_config)
+/// is kept once, its source naming both.
+void mark_overrides(TrainingConfig& config, const std::vector<OptionOverride>& overrides, std::string_view origin);
+
 /// A Megatron-LM argument line or launch script (bash: VAR=..., arrays, ${VAR[@]}, line
 /// continuations, torchrun's --nproc_per_node/--nnodes for the data-parallel size).
 /// `name` labels the model and the sources. Example: the argument line "--num-layers 2 --hidden-size 64

@@ -79,33 +79,16 @@ Expected<PreparedModel> prepare_flags(const TrainingFlags& f, const Workload& wo
   return prepare(*loaded, workload);
 }
 
-/// A flag given beside --from overrides the file (to_inputs sets it on top): the echo (stderr and the
-/// JSON `config.settings`) shows the value computed with, says it came from the command line, and
-/// keeps what the file said. A value is typed by its option's kind, as the flag would have set it.
-void mark_overrides(const TrainingFlags& f, TrainingConfig& config) {
-  std::vector<ConfigSetting> kept;
-  for (auto& s : config.settings) {
-    const std::string flag = flag_of(s.option);
-    auto given_flag = std::find_if(f.table.flags.begin(), f.table.flags.end(),
-                                   [&](const TableFlag& t) { return t.spec->name == s.option && t.given(); });
-    if (given_flag == f.table.flags.end()) {
-      kept.push_back(std::move(s));
-      continue;
-    }
-    const std::string over = fmt::format("{} <- {}", describe_option_value(s.value), s.source);
-    auto earlier = std::find_if(kept.begin(), kept.end(), [&](const ConfigSetting& k) { return k.option == s.option; });
-    if (earlier != kept.end() && earlier->source.rfind("the command line", 0) == 0) {
-      earlier->source += "; over " + over;  // the file set it twice (gradient_checkpointing, then fsdp_config)
-      continue;
-    }
-    const OptionKind kind = given_flag->spec->kind;
-    const std::string given = given_flag->text;
-    OptionValue value = given_flag->value();
-    s.value = std::move(value);
-    s.source = fmt::format("the command line ({}{}), over {}", flag, kind == OptionKind::kFlag ? "" : " " + given, over);
-    kept.push_back(std::move(s));
+/// A flag given beside --from overrides the file (to_settings sets it on top): the echo says so
+/// (training_config.h mark_overrides), the value typed by its option's kind as the flag set it.
+std::vector<OptionOverride> flag_overrides(const TrainingFlags& f) {
+  std::vector<OptionOverride> out;
+  for (const auto& t : f.table.flags) {
+    if (!t.given()) continue;
+    const std::string flag = flag_of(std::string(t.spec->name));
+    out.push_back({std::string(t.spec->name), t.value(), t.spec->kind == OptionKind::kFlag ? flag : flag + " " + t.text});
   }
-  config.settings = std::move(kept);
+  return out;
 }
 
 /// --from FILE: the file's settings, echoed on stderr with where each came from, and its warnings.
@@ -113,7 +96,7 @@ Expected<TrainingConfig> read_from(const TrainingFlags& f, TrainingSettings& bas
   auto config = load_training_config(f.from);
   if (!config) return config.error();
   if (auto ok = apply_training_config(*config, base); !ok) return ok.error();
-  mark_overrides(f, *config);
+  mark_overrides(*config, flag_overrides(f), "the command line");
   fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, config->format);
   for (const auto& s : config->settings)
     fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);

@@ -97,14 +97,19 @@ TrainingJob training_job(const std::string& model, bool is_json, const std::stri
     job.config = value_or_raise(load_training_config(from_config));
     if (auto ok = apply_training_config(*job.config, settings); !ok) raise(ok.error());
   }
+  std::vector<OptionOverride> overrides;  // keywords over the file's settings, echoed in config.settings
   for (const auto& [key, value] : options) {
     const auto name = key.cast<std::string>();
     if (is_machine_option(name)) {
       if (auto ok = set_machine_option(job.machine, name, option_value(name, value)); !ok) raise(ok.error());
-    } else if (auto ok = set_training_option(settings, name, option_value(name, value)); !ok) {
-      raise(ok.error());
+      continue;
     }
+    OptionValue v = option_value(name, value);
+    if (auto ok = set_training_option(settings, name, v); !ok) raise(ok.error());
+    std::string given = std::holds_alternative<bool>(v) ? (std::get<bool>(v) ? "True" : "False") : describe_option_value(v);
+    overrides.push_back({name, std::move(v), name + "=" + given});
   }
+  if (job.config) mark_overrides(*job.config, overrides, "the keywords");
   if (auto ok = check_options(settings.workload, settings.layout); !ok) raise(ok.error());
   ModelSpec spec;
   if (!model.empty() || !job.config) {

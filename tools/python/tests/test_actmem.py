@@ -298,7 +298,18 @@ def test_from_config_equals_cli_from(path):
     code, out, err = cli("estimate", "--from", path, "--recompute", "selective", "--micro-batch", "2", "--json")
     assert code == 0, err
     got = actmem.estimate(from_config=path, recompute="selective", micro_batch=2)
-    assert got == json.loads(out)
+    want = json.loads(out)
+    # The echo names the front end: the command line's flags there, the keywords here.
+    for settings in (got["config"]["settings"], want["config"]["settings"]):
+        for s in settings:
+            if s["option"] == "micro_batch":
+                s["source"] = s["source"].replace("the command line (--micro-batch 2)", "the keywords (micro_batch=2)")
+            if s["option"] == "recompute":
+                s["source"] = s["source"].replace("the command line (--recompute selective)",
+                                                  "the keywords (recompute='selective')")
+    mb = [s for s in got["config"]["settings"] if s["option"] == "micro_batch"]
+    assert mb and mb[0]["value"] == 2 and mb[0]["source"].startswith("the keywords (micro_batch=2), over ")
+    assert got == want
     assert got["inputs"]["recompute"] == "selective" and got["inputs"]["micro_batch"] == 2
 
 
