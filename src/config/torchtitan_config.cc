@@ -339,6 +339,9 @@ Expected<TrainingConfig> read_torchtitan_toml(std::string_view text, const std::
   for (const auto& d : degrees) {
     if (!in.has(d.path)) continue;
     ACTMEM_TRY(v, in.count(d.path));
+    if (v < 1)  // layers / pp below would divide by zero (found by the fuzzer)
+      return Error{ErrorKind::kConfig, d.option,
+                   fmt::format("{}: a parallel degree is a whole number >= 1 (1: not split)", in.where(d.path))};
     if (d.keep) *d.keep = v;
     set(d.option, v, in.where(d.path));
   }

@@ -219,5 +219,18 @@ TEST(TorchtitanConfig, UnknownKeysAndFlavors) {
   EXPECT_EQ(std::get<int64_t>(find(*pp, "zero")->value), 2);  // "default" does not reshard with PP
 }
 
+// Found by fuzzing (fuzz/config_fuzzer.cc): pipeline_parallel_degree = 0 with an every-N-th-layer
+// checkpoint divided the layer count by zero. A degree below 1 is refused, naming the key.
+TEST(TorchtitanConfig, ParallelDegreeBelowOneIsRefused) {
+  auto zero = read_torchtitan_toml("[model]\nflavor = \"8B\"\n[activation_checkpoint]\nmode = \"selective\"\n"
+                                   "selective_ac_option = \"2\"\n[parallelism]\npipeline_parallel_degree = 0\n",
+                                   "z.toml");
+  ASSERT_FALSE(zero);
+  EXPECT_EQ(zero.error().message,
+            "parallelism.pipeline_parallel_degree = 0 (z.toml:7): a parallel degree is a whole number >= 1 (1: not split)");
+  auto tp = read_torchtitan_toml("[parallelism]\ntensor_parallel_degree = -2\n", "t.toml");
+  ASSERT_FALSE(tp);
+}
+
 }  // namespace
 }  // namespace actmem
