@@ -12,6 +12,10 @@ TEST(SpellcheckTest, EditDistance) {
   EXPECT_EQ(edit_distance("llama3", "llama-3"), 1);
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
   EXPECT_EQ(edit_distance("abc", ""), 3);
+  // Bounded: exact up to the limit, limit + 1 past it (kitten -> sitting is 3 edits).
+  EXPECT_EQ(bounded_edit_distance("kitten", "sitting", 3), 3);
+  EXPECT_EQ(bounded_edit_distance("kitten", "sitting", 1), 2);
+  EXPECT_EQ(bounded_edit_distance("llama3", "gpt2", 1), 2);
 }
 
 TEST(SpellcheckTest, ClosestName) {
