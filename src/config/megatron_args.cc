@@ -234,102 +234,23 @@ std::vector<Arg> arguments(std::string_view text) {
   return args;
 }
 
-// What actmem does with each Megatron argument. Model and layout arguments are read; the rest are
-// either without effect on memory (logging, data, learning rate), memory effects actmem does not
-// model (named in a warning), or launcher arguments.
+// What actmem does with each Megatron argument (config/megatron_arguments.inc: every argument of
+// Megatron-LM's arguments.py). Model and layout arguments are read; the rest are either without
+// effect on memory (logging, data, learning rate), memory effects actmem does not model (named in a
+// warning), or launcher arguments.
 enum class Use { kRead, kNoEffect, kNotModelled, kLauncher };
 
 struct ArgRule {
-  std::string_view flag;
+  std::string_view flag;  // without the leading dashes
+  std::string_view dest;  // argparse's destination (aliases share it)
   Use use;
-  std::string_view why = "";  // for kNotModelled: what actmem leaves out
+  std::string_view why;  // for kNotModelled: what actmem leaves out
 };
 
 constexpr ArgRule kRules[] = {
-    // Model.
-    {"num-layers", Use::kRead}, {"hidden-size", Use::kRead}, {"ffn-hidden-size", Use::kRead},
-    {"num-attention-heads", Use::kRead}, {"group-query-attention", Use::kRead}, {"num-query-groups", Use::kRead},
-    {"kv-channels", Use::kRead}, {"seq-length", Use::kRead}, {"max-position-embeddings", Use::kRead},
-    {"vocab-size", Use::kRead}, {"tokenizer-type", Use::kRead}, {"make-vocab-size-divisible-by", Use::kRead},
-    {"swiglu", Use::kRead}, {"squared-relu", Use::kRead}, {"quick-geglu", Use::kRead},
-    {"normalization", Use::kRead}, {"norm-epsilon", Use::kRead}, {"qk-layernorm", Use::kRead},
-    {"position-embedding-type", Use::kRead}, {"use-rotary-position-embeddings", Use::kRead},
-    {"rotary-percent", Use::kRead}, {"no-rope-freq", Use::kRead},
-    {"untie-embeddings-and-output-weights", Use::kRead}, {"disable-bias-linear", Use::kRead},
-    {"add-qkv-bias", Use::kRead},
-    {"num-experts", Use::kRead}, {"moe-router-topk", Use::kRead}, {"moe-ffn-hidden-size", Use::kRead},
-    {"moe-layer-freq", Use::kRead}, {"moe-shared-expert-intermediate-size", Use::kRead},
-    {"moe-shared-expert-gate", Use::kRead}, {"moe-router-pre-softmax", Use::kRead},
-    {"multi-latent-attention", Use::kRead}, {"q-lora-rank", Use::kRead}, {"kv-lora-rank", Use::kRead},
-    {"qk-head-dim", Use::kRead}, {"qk-pos-emb-head-dim", Use::kRead}, {"v-head-dim", Use::kRead},
-    {"hidden-dropout", Use::kRead}, {"attention-dropout", Use::kRead},
-    // Layout and precision.
-    {"micro-batch-size", Use::kRead}, {"global-batch-size", Use::kRead},
-    {"tensor-model-parallel-size", Use::kRead}, {"sequence-parallel", Use::kRead},
-    {"pipeline-model-parallel-size", Use::kRead}, {"num-layers-per-virtual-pipeline-stage", Use::kRead},
-    {"context-parallel-size", Use::kRead}, {"expert-model-parallel-size", Use::kRead},
-    {"recompute-granularity", Use::kRead}, {"recompute-method", Use::kRead}, {"recompute-num-layers", Use::kRead},
-    {"use-distributed-optimizer", Use::kRead}, {"bf16", Use::kRead}, {"fp16", Use::kRead},
-    {"accumulate-allreduce-grads-in-fp32", Use::kRead}, {"grad-reduce-in-bf16", Use::kRead}, {"optimizer", Use::kRead},
-    {"use-flash-attn", Use::kRead}, {"attention-backend", Use::kRead},
-    // Megatron-core layer spec, TE fp8, selective recompute modules (policies/megatron_options.h).
-    {"transformer-impl", Use::kRead}, {"fp8-format", Use::kRead}, {"fp8-recipe", Use::kRead},
-    {"activation-func-fp8-input-store", Use::kRead}, {"recompute-modules", Use::kRead},
-    {"disable-parameter-transpose-cache", Use::kRead},
-    {"moe-layer-recompute", Use::kRead}, {"moe-token-dispatcher-type", Use::kRead},
-    // TopKRouter (policies/megatron_options.h MoeRouterOptions).
-    {"moe-router-score-function", Use::kRead}, {"moe-router-enable-expert-bias", Use::kRead},
-    {"moe-router-num-groups", Use::kRead}, {"moe-router-group-topk", Use::kRead},
-    {"moe-router-topk-scaling-factor", Use::kRead}, {"moe-router-load-balancing-type", Use::kRead},
-    {"moe-aux-loss-coeff", Use::kRead}, {"moe-z-loss-coeff", Use::kRead}, {"moe-router-dtype", Use::kRead},
-    {"moe-router-bias-update-rate", Use::kNoEffect},
-    // Activation CPU offloading (policies/cpu_offloading.h): arguments.py l.1950 turns it on when > 0.
-    {"cpu-offloading-num-layers", Use::kRead}, {"cpu-offloading-retain-pinned-cpu-buffers", Use::kNoEffect},
-    {"fine-grained-activation-offloading", Use::kNotModelled,
-     "fine-grained activation offloading (module inputs in CPU memory; counted on the GPU)"},
-    {"offload-modules", Use::kNotModelled, "fine-grained activation offloading's modules"},
-    // No effect on the memory of a training step.
-    {"rampup-batch-size", Use::kNoEffect}, {"train-iters", Use::kNoEffect}, {"train-samples", Use::kNoEffect},
-    {"weight-decay", Use::kNoEffect}, {"adam-beta1", Use::kNoEffect}, {"adam-beta2", Use::kNoEffect},
-    {"adam-eps", Use::kNoEffect}, {"init-method-std", Use::kNoEffect}, {"clip-grad", Use::kNoEffect},
-    {"lr", Use::kNoEffect}, {"lr-decay-style", Use::kNoEffect}, {"min-lr", Use::kNoEffect},
-    {"lr-warmup-fraction", Use::kNoEffect}, {"lr-warmup-iters", Use::kNoEffect}, {"lr-decay-iters", Use::kNoEffect},
-    {"lr-warmup-samples", Use::kNoEffect}, {"lr-decay-samples", Use::kNoEffect},
-    {"data-path", Use::kNoEffect}, {"vocab-file", Use::kNoEffect}, {"merge-file", Use::kNoEffect},
-    {"tokenizer-model", Use::kNoEffect}, {"split", Use::kNoEffect}, {"data-cache-path", Use::kNoEffect},
-    {"log-interval", Use::kNoEffect}, {"save-interval", Use::kNoEffect}, {"eval-interval", Use::kNoEffect},
-    {"eval-iters", Use::kNoEffect}, {"save", Use::kNoEffect}, {"load", Use::kNoEffect},
-    {"tensorboard-dir", Use::kNoEffect}, {"seed", Use::kNoEffect}, {"distributed-backend", Use::kNoEffect},
-    {"log-throughput", Use::kNoEffect}, {"log-timers-to-tensorboard", Use::kNoEffect},
-    {"log-validation-ppl-to-tensorboard", Use::kNoEffect}, {"wandb-project", Use::kNoEffect},
-    {"wandb-exp-name", Use::kNoEffect}, {"exit-duration-in-mins", Use::kNoEffect}, {"no-mmap-bin-files", Use::kNoEffect},
-    {"mock-data", Use::kNoEffect}, {"use-mcore-models", Use::kNoEffect},
-    {"ckpt-format", Use::kNoEffect}, {"timing-log-level", Use::kNoEffect}, {"log-params-norm", Use::kNoEffect},
-    {"log-num-zeros-in-grad", Use::kNoEffect}, {"rotary-base", Use::kNoEffect},
-    {"apply-layernorm-1p", Use::kNoEffect}, {"decoupled-lr", Use::kNoEffect}, {"decoupled-min-lr", Use::kNoEffect},
-    {"calculate-per-token-loss", Use::kNoEffect}, {"manual-gc", Use::kNoEffect}, {"profile", Use::kNoEffect},
-    {"profile-step-start", Use::kNoEffect}, {"profile-step-end", Use::kNoEffect},
-    {"distributed-timeout-minutes", Use::kNoEffect}, {"wandb-save-dir", Use::kNoEffect},
-    {"tiktoken-pattern", Use::kNoEffect}, {"no-create-attention-mask-in-dataloader", Use::kNoEffect},
-    {"num-workers", Use::kNoEffect},
-    // Memory effects actmem does not model.
-    {"overlap-grad-reduce", Use::kNotModelled, "communication buckets of the overlapped gradient reduction"},
-    {"overlap-param-gather", Use::kNotModelled, "communication buckets of the overlapped parameter gather"},
-    {"no-masked-softmax-fusion", Use::kNotModelled, "the unfused softmax's extra tensors"},
-    {"no-bias-gelu-fusion", Use::kNotModelled, "the unfused bias-GeLU's extra tensor"},
-    {"no-bias-dropout-fusion", Use::kNotModelled, "the unfused bias-dropout-add's extra tensor"},
-    {"no-gradient-accumulation-fusion", Use::kNotModelled, "a separate weight-gradient buffer"},
-    {"fp8-amax-history-len", Use::kNotModelled, "FP8 scaling history"},
-    {"fp8-amax-compute-algo", Use::kNotModelled, "FP8 scaling history"},
-    {"fp8-param-gather", Use::kNotModelled, "fp8 primary weights in place of the bf16 ones and TE's cached copies"},
-    {"cross-entropy-loss-fusion", Use::kNotModelled, "the fused loss's smaller logits transient"},
-    {"tp-comm-overlap", Use::kNotModelled, "userbuffers for TP communication overlap"},
-    {"empty-unused-memory-level", Use::kNotModelled, "emptying PyTorch's cache between steps (allocator state, not tensors)"},
-    // Launcher (torchrun).
-    {"nproc_per_node", Use::kLauncher}, {"nnodes", Use::kLauncher}, {"node_rank", Use::kLauncher},
-    {"master_addr", Use::kLauncher}, {"master_port", Use::kLauncher}, {"rdzv_id", Use::kLauncher},
-    {"rdzv_backend", Use::kLauncher}, {"rdzv_endpoint", Use::kLauncher}, {"nproc-per-node", Use::kLauncher},
-    {"node-rank", Use::kLauncher}, {"master-addr", Use::kLauncher}, {"master-port", Use::kLauncher},
+#define MEGATRON_ARG(flag, dest, use, why) {flag, dest, Use::use, why},
+#include "config/megatron_arguments.inc"
+#undef MEGATRON_ARG
 };
 
 const ArgRule* find_rule(std::string_view flag) {
@@ -592,16 +513,18 @@ Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::st
   Reader in(arguments(text), name);
   TrainingConfig cfg;
   cfg.format = "megatron";
-  // Every argument must be known: one actmem cannot place might change memory.
-  std::vector<std::string_view> known;
-  for (const auto& r : kRules) known.push_back(r.flag);
+  // Every argument must be one of Megatron-LM's (megatron_arguments.inc): an unknown one is a typo or
+  // another script's, and actmem cannot place it.
   for (const auto& [flag, arg] : in.all()) {
     const ArgRule* rule = find_rule(flag);
     if (!rule) {
+      std::vector<std::string_view> known;
+      for (const auto& r : kRules) known.push_back(r.flag);
       auto guess = closest_name(flag, known);
       return Error{ErrorKind::kConfig, "",
-                   fmt::format("{}: unknown Megatron-LM argument --{}{}; actmem cannot tell whether it changes memory "
-                               "(remove it from the file, or give the job as actmem flags)",
+                   fmt::format("{}: unknown Megatron-LM argument --{}{}; Megatron-LM has no such argument, so actmem "
+                               "cannot tell whether it changes memory (remove it from the file, or give the job as "
+                               "actmem flags)",
                                in.where(flag), flag, guess ? fmt::format(" (did you mean --{}?)", *guess) : "")};
     }
     if (rule->use == Use::kNotModelled)

@@ -139,12 +139,59 @@ TEST(MegatronArgs, VirtualStagesAndRecomputation) {
   EXPECT_NE(bad.error().message.find("96 layers do not split into pp 16 x 4"), std::string::npos);
 }
 
+// Megatron-LM's CI launch line of gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear/lts_dgx_a100
+// (data/megatron-ci/megatron_ci_memory.json, a recommended_core record; model_config.yaml at 60166922d3,
+// 8 GPUs on 1 node): every argument is one of Megatron-LM's, so the line is read. --async-save,
+// --deterministic-mode, --attention-softmax-in-fp32 and --no-gradient-accumulation-fusion change memory
+// in ways actmem leaves out (each named in a warning); --log-memory-to-tensorboard and the other
+// logging, data and checkpoint arguments are accepted silently.
+TEST(MegatronArgs, MegatronCiLaunchLine) {
+  const std::string args =
+      "--num-layers 12 --hidden-size 512 --num-attention-heads 8 --log-params-norm --log-num-zeros-in-grad "
+      "--log-validation-ppl-to-tensorboard --log-timers-to-tensorboard --tensorboard-dir ${TENSORBOARD_PATH} "
+      "--micro-batch-size 4 --global-batch-size 32 --seq-length 1024 --max-position-embeddings 1024 "
+      "--train-iters 100 --timing-log-level 2 --lr-decay-iters 320000 --save ${CHECKPOINT_SAVE_PATH} "
+      "--load ${CHECKPOINT_LOAD_PATH} --data-path ${DATA_PATH}/my-gpt3_00_text_document "
+      "--vocab-file ${DATA_PATH}/bpe/vocab.json --merge-file ${DATA_PATH}/bpe/merges.txt --split 949,50,1 "
+      "--distributed-backend nccl --lr 0.00015 --lr-decay-style cosine --min-lr 1.0e-5 --weight-decay 1e-2 "
+      "--clip-grad 1.0 --lr-warmup-fraction .01 --log-interval 1 --save-interval 50 --eval-interval 1000 "
+      "--eval-iters 10 --transformer-impl transformer_engine --tensor-model-parallel-size 1 "
+      "--pipeline-model-parallel-size 4 --disable-bias-linear --async-save --deterministic-mode "
+      "--no-gradient-accumulation-fusion --attention-softmax-in-fp32 --use-checkpoint-opt_param-scheduler "
+      "--use-mcore-models --ckpt-format torch_dist --data-cache-path ${DATA_CACHE_PATH} --bf16 "
+      "--log-memory-to-tensorboard";
+  auto c = read_megatron_args("torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py " + args, "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(std::get<int64_t>(find(*c, "pp")->value), 4);
+  EXPECT_EQ(std::get<int64_t>(find(*c, "dp")->value), 2);  // 8 GPUs / (tp 1 x pp 4 x cp 1)
+  std::vector<std::string> named;
+  for (const auto& w : c->warnings) named.push_back(w.substr(0, w.find(' ')));
+  for (const char* flag : {"--async-save", "--deterministic-mode", "--attention-softmax-in-fp32",
+                           "--no-gradient-accumulation-fusion"})
+    EXPECT_NE(std::find(named.begin(), named.end(), flag), named.end()) << flag;
+  EXPECT_EQ(std::find(named.begin(), named.end(), "--log-memory-to-tensorboard"), named.end());
+  for (const auto& w : c->warnings) {
+    if (w.starts_with("--async-save")) {
+      EXPECT_NE(w.find("not modelled: a host/GPU copy of the checkpoint while saving"), std::string::npos) << w;
+    }
+  }
+
+  // The same line with one argument misspelt: Megatron-LM has no --log-memmory-to-tensorboard.
+  auto typo = read_megatron_args(args + " --log-memmory-to-tensorboard", "ci.sh");
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().message.find("unknown Megatron-LM argument --log-memmory-to-tensorboard (did you mean "
+                                      "--log-memory-to-tensorboard?)"),
+            std::string::npos)
+      << typo.error().message;
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message,
-            "--hiden-size 64 (x.sh:1): unknown Megatron-LM argument --hiden-size (did you mean --hidden-size?); actmem "
-            "cannot tell whether it changes memory (remove it from the file, or give the job as actmem flags)");
+            "--hiden-size 64 (x.sh:1): unknown Megatron-LM argument --hiden-size (did you mean --hidden-size?); "
+            "Megatron-LM has no such argument, so actmem cannot tell whether it changes memory (remove it from the "
+            "file, or give the job as actmem flags)");
   auto no_vocab = read_megatron_args("--num-layers 2 --hidden-size 64 --num-attention-heads 4", "y.sh");
   ASSERT_FALSE(no_vocab);
   EXPECT_NE(no_vocab.error().message.find("add --vocab-size N"), std::string::npos);
