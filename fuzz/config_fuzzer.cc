@@ -1,4 +1,4 @@
-// libFuzzer target: a config.json (and a Megatron-LM script, a DeepSpeed config) must give a model
+// libFuzzer target: a config.json (and a Megatron-LM script, a DeepSpeed config, a torchtitan TOML) must give a model
 // or an Error on any input, never crash, throw, or hit UB; and every model it gives must prepare and evaluate a layout (or refuse it with an
 // Error) without overflow. Uses the public API only.
 #include <cstddef>
@@ -9,8 +9,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  // The training-config readers take the same bytes: a Megatron-LM script, a DeepSpeed JSON.
-  for (auto config : {actmem::read_megatron_args(text, "fuzz.sh"), actmem::read_deepspeed_config(text, "fuzz.json")}) {
+  // The training-config readers take the same bytes: a Megatron-LM script, a DeepSpeed JSON, a
+  // torchtitan TOML (pipeline_parallel_degree = 0 divided by zero there before it was refused).
+  for (auto config : {actmem::read_megatron_args(text, "fuzz.sh"), actmem::read_deepspeed_config(text, "fuzz.json"),
+                      actmem::read_torchtitan_toml(text, "fuzz.toml")}) {
     if (!config) continue;
     actmem::TrainingSettings settings;
     if (!actmem::apply_training_config(*config, settings)) continue;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of the sanitize build (cmake --preset sanitize) for SECONDS each (10),
+# from its seed corpus fuzz/corpus/<target>/ (copied to build-sanitize/corpus/<target>/, where new
+# inputs accumulate). Prints each target's executions and executions per second; a crash stops with
+# the input saved as build-sanitize/fuzz-crashes/crash-<sha1> (reproduce: ./build-sanitize/<target>_fuzzer FILE).
+#   bash scripts/fuzz.sh            10 s per target (CI)
+#   bash scripts/fuzz.sh 600 -jobs=2  a long run; extra arguments go to libFuzzer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+shift || true
+build=build-sanitize
+mkdir -p "$build/fuzz-crashes"
+for target in config hf_config megatron_args deepspeed torchtitan hf_yaml; do
+  bin=$build/${target}_fuzzer
+  [ -x "$bin" ] || { echo "fuzz: $bin is not built (cmake --build --preset sanitize)"; exit 2; }
+  corpus=$build/corpus/$target
+  mkdir -p "$corpus"
+  cp -n fuzz/corpus/$target/* "$corpus/" 2>/dev/null || true
+  log=$build/fuzz-$target.log
+  if ! "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+       -artifact_prefix="$build/fuzz-crashes/" "$@" "$corpus" >"$log" 2>&1; then
+    tail -40 "$log"
+    echo "fuzz: $target failed; the input is in $build/fuzz-crashes/"
+    exit 1
+  fi
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  echo "fuzz: $target: ${runs:-?} executions in ${seconds} s ($(( ${runs:-0} / seconds ))/s), 0 crashes"
+done
