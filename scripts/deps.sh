@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs actmem's build and test dependencies from Debian 12 (as root). Skips apt when all are present.
+#   bash scripts/deps.sh          everything the test suite needs (torch, pybind11, pytest, GoogleTest, ...)
+#   bash scripts/deps.sh quick    only what building the `actmem` binary needs (the quick start)
 set -euo pipefail
-packages=(cmake ninja-build g++ make nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
-          libtomlplusplus-dev libyaml-cpp-dev
-          python3 python3-torch
-          pybind11-dev python3-pybind11 python3-pytest python3-dev python3-setuptools python3-wheel python3-venv)
+packages=(cmake ninja-build g++ make nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev libyaml-cpp-dev)
+if [ "${1:-}" != quick ]; then
+  packages+=(libgtest-dev libbenchmark-dev python3 python3-torch
+             pybind11-dev python3-pybind11 python3-pytest python3-dev python3-setuptools python3-wheel python3-venv)
+fi
 [ "${ACTMEM_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)
 # The web page (scripts/build-web.sh) and its browser test (ctest -L web).
 if [ "${ACTMEM_WEB:-0}" = 1 ]; then
