@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""Megatron-LM's own CI memory measurements (../shared/data/megatron-ci, README.md there) fed to
+`actmem estimate --from script --json` as a user would: each `recommended_core` GPT / MoE record's
+launch line (`export K=V` for its env, then `torchrun --nproc_per_node G --nnodes N pretrain_gpt.py
+MODEL_ARGS`), read (exit 0) or refused (exit 2: the first stderr line, grouped by the flag named).
+
+Compared on the read ones, against the LAST rank (the last pipeline stage), where Megatron logs:
+  static: memory.static_bytes (weights + gradients + optimizer state) vs measured.allocated_bytes
+          (the persistent state after the step, activations freed);
+  peak:   memory.total_bytes - memory.reserve_bytes (the CUDA-context allowance is not an allocation)
+          vs measured.max_allocated_bytes (torch.cuda.max_memory_allocated since start).
+actmem's JSON gives these for its most loaded stage only (memory.pipeline_stage), not per stage: with
+pp > 1 that stage may not be the last one; such records are counted and named in the output.
+megatron_theory (Megatron's theoretical report: weight_and_optimizer_mib, total_mib, for the most
+loaded shard) is held to the same measurements when present.
+
+The figures (whole counts) must not fall below validation/megatron_ci_floor.json: exit 1 if one
+does; --update-floor rewrites it. Without the data folder: a line saying so, exit 0.
+
+  /usr/bin/python3 validation/megatron_ci_validation.py --actmem build/actmem [--json-out F] [-v]
+"""
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "..", "shared", "data", "megatron-ci")
+FLOOR = os.path.join(REPO, "validation", "megatron_ci_floor.json")
+DATA_FILE = "megatron_ci_memory.json"
+MIB = 1024.0 * 1024.0
+LEFT_OUT_TAGS = ("hybrid-mamba", "multimodal", "multimodal-mimo", "mamba")
+
+
+def counted(r):
+    """GPT or MoE pretraining through pretrain_gpt.py: the family directory gpt/moe, no Mamba or
+    multimodal tags (the hybrid case launched by pretrain_gpt.py is a Mamba hybrid)."""
+    return (r.get("recommended_core") and r.get("model_family_dir") in ("gpt", "moe")
+            and "pretrain_gpt.py" in (r.get("training_script") or "")
+            and not any(t in LEFT_OUT_TAGS for t in r.get("tags") or ()))
+
+
+def launch_script(r):
+    lines = ["#!/bin/bash"]
+    lines += ["export %s=%s" % (k, shlex.quote(str(v))) for k, v in sorted((r.get("env") or {}).items())]
+    lines.append("torchrun --nproc_per_node %d --nnodes %d pretrain_gpt.py %s"
+                 % (r["gpus_per_node"], r["nodes"], r["model_args"]))
+    return "\n".join(lines) + "\n"
+
+
+def error_line(stderr, tmp):
+    """The refusal's message: stderr's first line that is not the echo of what was read ("read from",
+    its indented settings) nor a warning; the script's temporary folder left out."""
+    lines = [ln.replace(tmp + os.sep, "") for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln.startswith((" ", "actmem: read from", "actmem: warning:")):
+            return ln
+    return lines[0] if lines else "(no stderr)"
+
+
+def refusal_reason(line):
+    """The flag (or feature) a refusal names: the first --flag of the message, else its words."""
+    for m in re.finditer(r"--[A-Za-z0-9][A-Za-z0-9_-]*", line):
+        if m.group(0) not in ("--from", "--json"):
+            return m.group(0)
+    text = re.sub(r"^(error|actmem)[:\s]+", "", line.strip(), flags=re.I)
+    return re.sub(r"\d+", "N", text)[:70] or "(no message)"
+
+
+def run_one(actmem, tmp, r):
+    path = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", r["id"]) + ".sh")
+    with open(path, "w") as f:
+        f.write(launch_script(r))
+    try:
+        p = subprocess.run([actmem, "estimate", "--from", path, "--json"], capture_output=True, text=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        return dict(status="error", reason="timeout", message="timed out after 120 s")
+    if p.returncode != 0:
+        first = error_line(p.stderr, tmp)
+        status = "refused" if p.returncode == 2 else "error"
+        return dict(status=status, rc=p.returncode, message=first, reason=refusal_reason(first))
+    try:
+        j = json.loads(p.stdout)
+    except ValueError:
+        return dict(status="error", rc=0, reason="bad JSON", message="exit 0 without JSON on stdout")
+    mem, meas = j["memory"], r["measured"]
+    static, reserve = mem["static_bytes"], mem.get("reserve_bytes") or 0
+    peak = mem["total_bytes"] - reserve
+    pp = r["features"].get("pp") or 1
+    out = dict(status="read", static_bytes=static, peak_bytes=peak, reserve_bytes=reserve,
+               stage=mem.get("pipeline_stage"), pp=pp,
+               other_stage=pp > 1 and mem.get("pipeline_stage") not in (None, pp - 1),
+               static_err=static / meas["allocated_bytes"] - 1, peak_err=peak / meas["max_allocated_bytes"] - 1)
+    th = j.get("megatron_theory")
+    if th:
+        out["theory_static_err"] = th["weight_and_optimizer_mib"] * MIB / meas["allocated_bytes"] - 1
+        out["theory_peak_err"] = th["total_mib"] * MIB / meas["max_allocated_bytes"] - 1
+    return out
+
+
+def figures(rows):
+    """Whole counts (the floors) and medians of one group of records."""
+    read = [x for x in rows if x["status"] == "read"]
+    f = collections.OrderedDict(records=len(rows), read=len(read))
+    for key, cuts in (("static", (0.02, 0.05)), ("peak", (0.05, 0.10))):
+        errs = [abs(x[key + "_err"]) for x in read]
+        for c in cuts:
+            f["%s_within_%dpct" % (key, round(c * 100))] = sum(e <= c for e in errs)
+        f[key + "_median"] = statistics.median(errs) if errs else None
+    for key in ("theory_static", "theory_peak"):
+        errs = [abs(x[key + "_err"]) for x in read if key + "_err" in x]
+        f[key + "_n"] = len(errs)
+        f[key + "_median"] = statistics.median(errs) if errs else None
+    return f
+
+
+def pct(v):
+    return "-" if v is None else "%.1f%%" % (100 * v)
+
+
+def table(groups):
+    head = ("group", "n", "read", "static med|err|", "<=2%", "<=5%", "peak med|err|", "<=5%", "<=10%",
+            "theory static", "theory peak")
+    rows = [head]
+    for name, rs in groups:
+        f = figures(rs)
+        rows.append((name, str(f["records"]), str(f["read"]), pct(f["static_median"]),
+                     str(f["static_within_2pct"]), str(f["static_within_5pct"]), pct(f["peak_median"]),
+                     str(f["peak_within_5pct"]), str(f["peak_within_10pct"]),
+                     pct(f["theory_static_median"]), pct(f["theory_peak_median"])))
+    w = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for k, r in enumerate(rows):
+        print("  " + "  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)))
+        if k == 0:
+            print("  " + "  ".join("-" * x for x in w))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--actmem", default=os.path.join(REPO, "build", "actmem"))
+    ap.add_argument("--data", default=DATA, help="folder holding %s (default ../shared/data/megatron-ci)" % DATA_FILE)
+    ap.add_argument("--floor", default=FLOOR)
+    ap.add_argument("--update-floor", action="store_true", help="write today's figures as the floor")
+    ap.add_argument("--json-out", help="write per-record results here")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--filter", help="only records whose id contains this")
+    ap.add_argument("-v", "--verbose", action="store_true", help="one line per record")
+    a = ap.parse_args()
+
+    data_file = os.path.join(a.data, DATA_FILE)
+    if not os.path.isfile(data_file):
+        print("megatron_ci_validation: no data at %s (skipped)" % os.path.abspath(data_file))
+        return 0
+    if not os.access(a.actmem, os.X_OK):
+        print("megatron_ci_validation: no actmem binary at %s" % a.actmem)
+        return 1
+    recs = json.load(open(data_file))
+    core = [r for r in recs if r.get("recommended_core")]
+    use = [r for r in core if counted(r) and (not a.filter or a.filter in r["id"])]
+    fam = collections.Counter(r["model_family_dir"] for r in use)
+    left = collections.Counter(r["model_family_dir"] for r in core if not counted(r))
+    print("Megatron-LM CI memory (%s): %d records, %d recommended_core" % (data_file, len(recs), len(core)))
+    print("counted: %d GPT/MoE records (family gpt/moe, pretrain_gpt.py, no mamba/multimodal tags): %s"
+          % (len(use), ", ".join("%s %d" % kv for kv in sorted(fam.items()))))
+    print("left out of recommended_core: %s" % ", ".join("%s %d" % kv for kv in sorted(left.items())))
+
+    with tempfile.TemporaryDirectory(prefix="actmem-megatron-ci-") as tmp:
+        with concurrent.futures.ThreadPoolExecutor(max(1, a.workers)) as pool:
+            results = list(pool.map(lambda r: run_one(a.actmem, tmp, r), use))
+    for r, x in zip(use, results):
+        x.update(id=r["id"], case=r["case"], gpu_type=r.get("gpu_type"), family=r["model_family_dir"],
+                 tags=r.get("tags") or [],
+                 measured_allocated=r["measured"]["allocated_bytes"],
+                 measured_max_allocated=r["measured"]["max_allocated_bytes"])
+    if a.verbose:
+        for x in results:
+            if x["status"] == "read":
+                where = "  (actmem's stage %d of %d)" % (x["stage"] + 1, x["pp"]) if x["other_stage"] else ""
+                print("  %-70s static %+7.1f%%  peak %+7.1f%%%s"
+                      % (x["id"], 100 * x["static_err"], 100 * x["peak_err"], where))
+            else:
+                print("  %-70s %s: %s" % (x["id"], x["status"], x["message"]))
+
+    refused = [x for x in results if x["status"] != "read"]
+    print("\nread %d of %d; refused %d (exit 2), other errors %d"
+          % (len(results) - len(refused), len(results), sum(x["status"] == "refused" for x in refused),
+             sum(x["status"] == "error" for x in refused)))
+    if refused:
+        print("top refusal reasons (records: flag or feature named; an example message):")
+        by = collections.defaultdict(list)
+        for x in refused:
+            by[x["reason"]].append(x)
+        for reason, xs in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:12]:
+            print("  %4d  %-40s %s" % (len(xs), reason, xs[0]["message"][:110]))
+
+    read = [x for x in results if x["status"] == "read"]
+    other = [x for x in read if x["other_stage"]]
+    print("\nerrors: |actmem / measured - 1|; static = weights+gradients+optimizer vs allocated after the step;")
+    print("peak = total - reserve vs max allocated; theory = megatron_theory weight_and_optimizer / total (MiB).")
+    print("actmem's JSON gives its most loaded pipeline stage only (memory.pipeline_stage), Megatron measures the"
+          " last: of %d read records with pp > 1, %d have another stage as actmem's (figures used as they are)."
+          % (sum(x["pp"] > 1 for x in read), len(other)))
+    groups = [("all", results)] + [(f, [x for x in results if x["family"] == f]) for f in sorted(fam)]
+    tags = collections.Counter(t for x in results for t in x["tags"])
+    groups += [("tag " + t, [x for x in results if t in x["tags"]]) for t, n in sorted(tags.items()) if n >= 3]
+    print("per family, then per tag (a record is in each of its tags' rows):")
+    table(groups)
+
+    if read:
+        print("\nworst 10 by static error (family/case/environment_gpu):")
+        for x in sorted(read, key=lambda x: -abs(x["static_err"]))[:10]:
+            print("  %+7.1f%%  peak %+7.1f%%  %s  %s" % (100 * x["static_err"], 100 * x["peak_err"], x["id"],
+                                                    ",".join(x["tags"])))
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(results, f, indent=1)
+        print("\nper-record results: %s" % a.json_out)
+
+    now = {k: v for k, v in figures(results).items() if not k.endswith("_median")}
+    if a.filter:
+        print("\n--filter: floors not checked")
+        return 0
+    if a.update_floor:
+        with open(a.floor, "w") as f:
+            json.dump(now, f, indent=1)
+            f.write("\n")
+        print("\nfloor written: %s" % a.floor)
+        return 0
+    floor = json.load(open(a.floor)) if os.path.exists(a.floor) else {}
+    below = ["%s %d < floor %d" % (k, now.get(k, 0), v) for k, v in floor.items() if now.get(k, 0) < v]
+    above = ["%s %d > %d" % (k, now[k], floor[k]) for k in now if k in floor and now[k] > floor[k]]
+    print("\nfigures: " + ", ".join("%s %d" % kv for kv in now.items()))
+    if below:
+        print("FAIL: below the floor (%s): %s" % (a.floor, "; ".join(below)))
+        return 1
+    if above:
+        print("improved (%s): raise the floor with --update-floor" % "; ".join(above))
+    print("OK: no figure below the floor")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
