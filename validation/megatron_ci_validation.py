@@ -5,12 +5,13 @@ launch line (`export K=V` for its env, then `torchrun --nproc_per_node G --nnode
 MODEL_ARGS`), read (exit 0) or refused (exit 2: the first stderr line, grouped by the flag named).
 
 Compared on the read ones, against the LAST rank (the last pipeline stage), where Megatron logs:
-  static: memory.static_bytes (weights + gradients + optimizer state) vs measured.allocated_bytes
+  static: the last stage's memory.by_stage static_bytes (weights, gradients, optimizer state, cuBLAS
+          workspaces, TE's fp8 weight copies) vs measured.allocated_bytes
           (the persistent state after the step, activations freed);
-  peak:   memory.total_bytes - memory.reserve_bytes (the CUDA-context allowance is not an allocation)
-          vs measured.max_allocated_bytes (torch.cuda.max_memory_allocated since start).
-actmem's JSON gives these for its most loaded stage only (memory.pipeline_stage), not per stage: with
-pp > 1 that stage may not be the last one; such records are counted and named in the output.
+  peak:   that stage's total_bytes (no --reserve allowance: not an allocation; without by_stage,
+          memory.total_bytes - memory.reserve_bytes) vs measured.max_allocated_bytes (torch.cuda.max_memory_allocated since start).
+Without memory.by_stage (older builds) the most loaded stage (memory.pipeline_stage) stands in, with
+static + workspaces; with pp > 1 that stage may not be the last one: such records are counted.
 megatron_theory (Megatron's theoretical report: weight_and_optimizer_mib, total_mib, for the most
 loaded shard) is held to the same measurements when present.
 
@@ -74,13 +75,20 @@ def refusal_reason(line):
     return re.sub(r"\d+", "N", text)[:70] or "(no message)"
 
 
+def gpu_generation(r):
+    """The record's GPU as actmem's --fp8-gpu (it sizes the cuBLAS workspaces): A100 ampere, H100 hopper,
+    GB200 blackwell."""
+    gpu = (r.get("gpu_type") or "").lower()
+    return "ampere" if "a100" in gpu else "blackwell" if ("gb200" in gpu or "b200" in gpu) else "hopper"
+
+
 def run_one(actmem, tmp, r):
     path = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", r["id"]) + ".sh")
     with open(path, "w") as f:
         f.write(launch_script(r))
     try:
-        p = subprocess.run([actmem, "estimate", "--from", path, "--json"], capture_output=True, text=True,
-                           timeout=120)
+        p = subprocess.run([actmem, "estimate", "--from", path, "--fp8-gpu", gpu_generation(r), "--json"],
+                           capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return dict(status="error", reason="timeout", message="timed out after 120 s")
     if p.returncode != 0:
@@ -92,12 +100,18 @@ def run_one(actmem, tmp, r):
     except ValueError:
         return dict(status="error", rc=0, reason="bad JSON", message="exit 0 without JSON on stdout")
     mem, meas = j["memory"], r["measured"]
-    static, reserve = mem["static_bytes"], mem.get("reserve_bytes") or 0
-    peak = mem["total_bytes"] - reserve
+    # Megatron logs the last rank: the last pipeline stage's figures (memory.by_stage), the
+    # workspaces and TE's fp8 weight copies included (they are allocations after the step).
+    last = (mem.get("by_stage") or [None])[-1]
+    reserve = mem.get("reserve_bytes") or 0
+    if last:
+        static, peak = last["static_bytes"], last["total_bytes"]
+    else:
+        static, peak = mem["static_bytes"] + (mem.get("workspaces_bytes") or 0), mem["total_bytes"] - reserve
     pp = r["features"].get("pp") or 1
     out = dict(status="read", static_bytes=static, peak_bytes=peak, reserve_bytes=reserve,
-               stage=mem.get("pipeline_stage"), pp=pp,
-               other_stage=pp > 1 and mem.get("pipeline_stage") not in (None, pp - 1),
+               stage=len(mem["by_stage"]) - 1 if last else mem.get("pipeline_stage"), pp=pp,
+               other_stage=not last and pp > 1 and mem.get("pipeline_stage") not in (None, pp - 1),
                static_err=static / meas["allocated_bytes"] - 1, peak_err=peak / meas["max_allocated_bytes"] - 1)
     th = j.get("megatron_theory")
     if th:
@@ -203,11 +217,12 @@ def main():
 
     read = [x for x in results if x["status"] == "read"]
     other = [x for x in read if x["other_stage"]]
-    print("\nerrors: |actmem / measured - 1|; static = weights+gradients+optimizer vs allocated after the step;")
-    print("peak = total - reserve vs max allocated; theory = megatron_theory weight_and_optimizer / total (MiB).")
-    print("actmem's JSON gives its most loaded pipeline stage only (memory.pipeline_stage), Megatron measures the"
-          " last: of %d read records with pp > 1, %d have another stage as actmem's (figures used as they are)."
-          % (sum(x["pp"] > 1 for x in read), len(other)))
+    print("\nerrors: |actmem / measured - 1|, the last pipeline stage (Megatron logs the last rank); static = weights,")
+    print("gradients, optimizer, workspaces vs allocated after the step; peak = the stage's total vs max allocated;")
+    print("theory = megatron_theory weight_and_optimizer / total (MiB).")
+    if other:  # only without memory.by_stage: the most loaded stage's figures stand in for the last one's
+        print("no memory.by_stage: of %d read records with pp > 1, %d use actmem's most loaded stage, not the last"
+              % (sum(x["pp"] > 1 for x in read), len(other)))
     groups = [("all", results)] + [(f, [x for x in results if x["family"] == f]) for f in sorted(fam)]
     tags = collections.Counter(t for x in results for t in x["tags"])
     groups += [("tag " + t, [x for x in results if t in x["tags"]]) for t, n in sorted(tags.items()) if n >= 3]

@@ -86,6 +86,9 @@ struct Totals {
   // TransformerEngine's cached fp8 weight copies on the peak stage (framework megatron, @fp8; in
   // `total`, not in `weights`): 2 bytes per TE linear weight element + 4 per linear (te_rules.h).
   int64_t fp8_weight_cache = 0;
+  // cuBLAS workspaces in PyTorch's allocator all job long (framework megatron: two of PyTorch's, one
+  // of TE's under the TE spec; policies/workspaces.h); in `total`, the same on every stage.
+  int64_t workspaces = 0;
   int64_t peak_stage = 0;     // pipeline rank of the peak GPU
   int64_t params_on_gpu = 0;  // parameters the peak stage's GPU holds (after TP/EP, before ZeRO)
 
@@ -116,6 +119,7 @@ struct StageTotals {
   int64_t weights = 0, gradients = 0, optimizer = 0, activations = 0, transient = 0;
   int64_t total = 0;  // the sum (reserve not included)
   int64_t fp8_weight_cache = 0;  // in total (Totals::fp8_weight_cache)
+  int64_t workspaces = 0;        // in total (Totals::workspaces)
 };
 
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.

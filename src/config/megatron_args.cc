@@ -171,8 +171,9 @@ std::vector<Token> expand(const Token& word, const Vars& vars) {
   return {{out, word.line}};
 }
 
-/// The script's `--flag value...` arguments in order, variables expanded.
-std::vector<Arg> arguments(std::string_view text) {
+/// The script's `--flag value...` arguments in order, variables expanded; `vars_out` (if given)
+/// receives the script's variables (the environment it exports: CUBLAS_WORKSPACE_CONFIG, ...).
+std::vector<Arg> arguments(std::string_view text, Vars* vars_out = nullptr) {
   Vars vars;
   std::vector<Token> words;  // command words, expanded
   auto lines = tokenize(text);
@@ -231,6 +232,7 @@ std::vector<Arg> arguments(std::string_view text) {
       args.back().values.push_back(w.text);
     }
   }
+  if (vars_out) *vars_out = std::move(vars);
   return args;
 }
 
@@ -510,9 +512,15 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
 }  // namespace
 
 Expected<TrainingConfig> read_megatron_args(std::string_view text, const std::string& name) {
-  Reader in(arguments(text), name);
+  Vars vars;
+  Reader in(arguments(text, &vars), name);
   TrainingConfig cfg;
   cfg.format = "megatron";
+  // The environment the script sets that changes memory: PyTorch's cuBLAS workspace per handle.
+  if (auto it = vars.find("CUBLAS_WORKSPACE_CONFIG"); it != vars.end() && it->second.size() == 1)
+    cfg.settings.push_back({"cublas_workspace_config", it->second.front().text,
+                            fmt::format("CUBLAS_WORKSPACE_CONFIG={} ({}:{})", it->second.front().text, name,
+                                        it->second.front().line)});
   // Every argument must be one of Megatron-LM's (megatron_arguments.inc): an unknown one is a typo or
   // another script's, and actmem cannot place it.
   for (const auto& [flag, arg] : in.all()) {

@@ -185,6 +185,38 @@ TEST(MegatronArgs, MegatronCiLaunchLine) {
       << typo.error().message;
 }
 
+// Megatron-LM's CI, gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer (lts, dgx_a100): the
+// persistent state after a step, torch.cuda.memory_allocated() on the last rank, was 552,128,512 B
+// (../shared/data/megatron-ci; validation/notes/megatron_persistent_state.md §6 A works it by hand):
+// P = 12·(12h² + 13h) + 2h + V·h + s·h = 64,109,568 at h 512, V 50,304, s 1024; bf16 weights 2P,
+// the fp32 grad buffer 4P, the distributed optimizer's fp32 master + Adam 12P/8 over dp 8, and the
+// cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG=:4096:8 (exported by the script) on two threads, 2 × 32 MiB,
+// + TE's 4 MiB on Ampere. 552,124,928 B: 3,584 B (seven 512-B scalar blocks) under the measurement.
+TEST(MegatronArgs, CiPersistentStateAfterTheStep) {
+  const std::string line =
+      "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"
+      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+      "--max-position-embeddings 1024 --vocab-size 50257 --transformer-impl transformer_engine "
+      "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --use-distributed-optimizer --bf16\n";
+  auto c = read_megatron_args(line, "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  const auto ws = find(*c, "cublas_workspace_config");
+  ASSERT_NE(ws, nullptr);
+  EXPECT_EQ(std::get<std::string>(ws->value), ":4096:8");
+  EXPECT_EQ(ws->source, "CUBLAS_WORKSPACE_CONFIG=:4096:8 (ci.sh:1)");
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  ASSERT_TRUE(set_training_option(s, "fp8_gpu", OptionValue{std::string("ampere")}));
+  const Report r = report_of(*c->model, s);
+  EXPECT_EQ(r.estimate.params.total(), 64'109'568);
+  EXPECT_EQ(r.totals.weights + r.totals.gradients + r.totals.optimizer, 480'821'760);
+  EXPECT_EQ(r.totals.workspaces, 2 * 33'554'432 + 4'194'304);
+  EXPECT_EQ(r.totals.weights + r.totals.gradients + r.totals.optimizer + r.totals.workspaces, 552'124'928);
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].workspaces, r.totals.workspaces);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);

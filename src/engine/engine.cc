@@ -141,6 +141,9 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
     for (std::size_t i = 0; i < p->kind_of.size(); ++i) p->kind_params[p->kind_of[i]] = p->params.layers[i];
     p->middle_kind = p->kind_of[model.layers.size() / 2];
     p->lm_head_macs = lm_head_macs_per_token(model);
+    auto workspaces = training_workspaces(workload);  // the config was checked with the workload
+    if (!workspaces) return workspaces.error();
+    p->workspaces = *workspaces;
     p->shape_static = needs_weight_shapes(workload);
     // Every weight tensor: the static memory of fine-tuning (shape_static) and the largest gradient
     // of gradient accumulation (grad_accum.h).
@@ -163,6 +166,9 @@ Expected<PreparedModel> prepare_params_only(int64_t params, const Workload& work
   p->param_count = params;
   p->workload = workload;
   p->per_param = bytes_per_param(static_options(workload, {}));
+  auto workspaces = training_workspaces(workload);
+  if (!workspaces) return workspaces.error();
+  p->workspaces = *workspaces;
   PreparedModel out;
   out.impl_ = std::move(p);
   return out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actmem/actmem.h"
+#include "policies/workspaces.h"
 #include "policies/layout_checks.h"
 #include "policies/torchtitan_checks.h"
 #include "tensors/op_graph.h"
@@ -50,6 +51,7 @@ struct Prepared {
   bool cp_variants = false;              // context_parallel variants built: Megatron MLA, TE spec
   std::size_t middle_kind = 0;           // the kind of layer L/2, the "per layer" figure
   double lm_head_macs = 0;               // h·V per token
+  Workspaces workspaces;                 // cuBLAS workspaces held all job long (policies/workspaces.h)
   bool shape_static = false;             // static memory from the weight shapes (finetune.h)
   std::vector<WeightTensor> tensors;     // every weight tensor, when shape_static
 };

@@ -45,6 +45,7 @@ TEST(Training, PipelinePeakIsTheMostLoadedStage) {
     auto st = compute_static_memory(e->params, o.static_options, stage).value();
     Bytes peak = st.total() + e->activations->in_flight_by_stage[static_cast<size_t>(stage)];
     if (stage == 3) peak += Bytes{int64_t{4} * 4096 * ceil_div(128256, 8)};  // logits buffer, V/t
+    peak += Bytes{2 * 32 * 1024 * 1024};  // PyTorch's cuBLAS workspaces, :4096:8 on two threads (workspaces.h)
     expected_peak = std::max(expected_peak, peak);
   }
   EXPECT_EQ(e->total(), expected_peak);

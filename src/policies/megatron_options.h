@@ -2,7 +2,8 @@
 // Megatron-LM's own flags (megatron/training/arguments.py):
 //   --transformer-impl local|transformer_engine   which layer spec builds the layer
 //   --fp8-recipe delayed|tensorwise|mxfp8|blockwise  TransformerEngine fp8 (actmem's --fp8)
-//   --fp8-gpu hopper|blackwell                    (actmem's own) the GPU generation TE's fp8 copies follow
+//   --fp8-gpu hopper|blackwell|ampere             (actmem's own) the GPU generation: TE's fp8 copies, workspaces
+//   --cublas-workspace-config :4096:8             CUBLAS_WORKSPACE_CONFIG: PyTorch's cuBLAS workspace per handle
 //   --disable-parameter-transpose-cache           TE quantizes the weights anew per micro-batch
 //   --activation-func-fp8-input-store             the SwiGLU input kept in float8_e4m3fn
 //   --recompute-modules core_attn,layernorm,mlp   what --recompute-granularity selective reruns
@@ -54,9 +55,13 @@ inline constexpr NameTable<Fp8Recipe, 5> kFp8RecipeNames{
 /// (nvte_is_non_tn_fp8_gemm_supported) the rowwise data serves both (TE csrc/quantizer.cpp
 /// Float8Quantizer::create_tensor l.361-376). MXFP8 runs on Blackwell only and keeps both copies
 /// on any; blockwise keeps its transposed columnwise copy on both. Default: Hopper (what was modeled).
-enum class Fp8Gpu { kHopper, kBlackwell };
-inline constexpr NameTable<Fp8Gpu, 2> kFp8GpuNames{
-    "fp8 GPU generation", "fp8_gpu", {{{Fp8Gpu::kHopper, "hopper"}, {Fp8Gpu::kBlackwell, "blackwell"}}}};
+/// The same option sizes the cuBLAS workspaces (policies/workspaces.h): kAmpere (sm80, A100) takes
+/// TE's 4 MiB workspace and PyTorch's smaller default; it has no fp8 (refused with @fp8).
+enum class Fp8Gpu { kHopper, kBlackwell, kAmpere };
+inline constexpr NameTable<Fp8Gpu, 3> kFp8GpuNames{
+    "GPU generation",
+    "fp8_gpu",
+    {{{Fp8Gpu::kHopper, "hopper"}, {Fp8Gpu::kBlackwell, "blackwell"}, {Fp8Gpu::kAmpere, "ampere"}}}};
 
 /// TransformerConfig.moe_token_dispatcher_type (Megatron's default allgather; flex is not modeled):
 /// which of token_dispatcher.py's MoEAllGatherTokenDispatcher / MoEAlltoAllTokenDispatcher runs.
@@ -134,6 +139,9 @@ struct MegatronOptions {
   bool no_rope_fusion = false;  // --no-rope-fusion: TransformerConfig.apply_rope_fusion False (MLA only)
   Fp8Gpu fp8_gpu = Fp8Gpu::kHopper;                      // --fp8-gpu (with --fp8)
   bool no_transpose_cache = false;                       // --disable-parameter-transpose-cache (with --fp8)
+  // CUBLAS_WORKSPACE_CONFIG as the job sets it (":4096:8"); empty: PyTorch's default for @fp8_gpu
+  // (policies/workspaces.h).
+  std::string cublas_workspace_config;
   bool is_default() const {
     return impl == TransformerImpl::kLocal && fp8 == Fp8Recipe::kNone && !fp8_act_input_store &&
            recompute_modules == kRecomputeCoreAttn &&  // the dispatcher is not part of it (mcore_moe reads it)

@@ -469,8 +469,11 @@ const std::array kSpecs{
         "with @transformer_impl transformer_engine: the TE fp8 recipe (Megatron's --fp8-recipe)", "delayed",
         {.frameworks = kMegatronOnly, .advanced = true}),
     row("fp8_gpu", kMegatronGroup, named<WORKLOAD(megatron.fp8_gpu), kFp8GpuNames>(),
-        "with @fp8: the GPU generation, whether TE's fp8 weight copies keep a separate transpose", "blackwell",
+        "the GPU generation: cuBLAS workspace sizes; with @fp8 whether TE's fp8 copies keep a transpose", "ampere",
         {.frameworks = kMegatronOnly, .advanced = true}),
+    row("cublas_workspace_config", kMegatronGroup, text<WORKLOAD(megatron.cublas_workspace_config)>(),
+        "CUBLAS_WORKSPACE_CONFIG: PyTorch's cuBLAS workspace per handle (two: forward and backward threads)",
+        ":4096:8", {.frameworks = kMegatronOnly, .advanced = true, .default_note = "PyTorch's default for @fp8_gpu"}),
     row("disable_parameter_transpose_cache", kMegatronGroup, flag<WORKLOAD(megatron.no_transpose_cache)>(),
         "with @fp8 delayed or tensorwise: TE quantizes the weights each micro-batch and saves the copies",
         "true", {.frameworks = kMegatronOnly, .advanced = true}),
@@ -518,44 +521,7 @@ const std::array kSpecs{
 #undef WORKLOAD_FIELD
 #undef LAYOUT_FIELD
 
-bool parse_whole(const std::string& text, int64_t& out) {
-  const char* begin = text.data();
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(begin, end, out);
-  return ec == std::errc{} && ptr == end && !text.empty();
-}
-
 }  // namespace
-
-std::string_view option_kind_name(OptionKind kind) {
-  switch (kind) {
-    case OptionKind::kFlag: return "flag";
-    case OptionKind::kCount: return "count";
-    case OptionKind::kReal: return "real";
-    case OptionKind::kText: return "text";
-    case OptionKind::kSize: return "size";
-  }
-  return "?";
-}
-
-std::string_view option_scope_name(OptionScope scope) {
-  return scope == OptionScope::kWorkload ? "workload" : "layout";
-}
-
-std::string_view option_group_name(OptionGroup group) {
-  switch (group) {
-    case OptionGroup::kJob: return "Job";
-    case OptionGroup::kParallel: return "Parallelism";
-    case OptionGroup::kRecompute: return "Recomputation";
-    case OptionGroup::kPrecision: return "Precision and optimizer";
-    case OptionGroup::kFineTuning: return "Fine-tuning";
-    case OptionGroup::kMemory: return "Memory switches";
-    case OptionGroup::kHf: return "HF transformers";
-    case OptionGroup::kMegatron: return "Megatron-core";
-    case OptionGroup::kMoeRouter: return "Megatron MoE router";
-  }
-  return "?";
-}
 
 Expected<int64_t> option_count(std::string_view name, const OptionValue& v) {
   if (const auto* n = std::get_if<int64_t>(&v)) return *n;
@@ -576,20 +542,6 @@ Expected<bool> option_flag(std::string_view name, const OptionValue& v) {
 Expected<std::string> option_text(std::string_view name, const OptionValue& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   return wrong_kind(name, "text in quotes", v);
-}
-
-OptionValue option_value_from_text(OptionKind kind, const std::string& text) {
-  if (kind == OptionKind::kCount) {
-    int64_t n = 0;
-    if (parse_whole(text, n)) return n;
-  } else if (kind == OptionKind::kReal) {
-    int64_t n = 0;
-    if (parse_whole(text, n)) return n;
-    char* end = nullptr;
-    const double d = std::strtod(text.c_str(), &end);
-    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(d)) return d;
-  }
-  return text;
 }
 
 std::span<const OptionSpec> training_options() { return kSpecs; }
@@ -627,10 +579,6 @@ std::string option_default_text(const OptionSpec& spec) {
 
 std::string option_choices(const OptionSpec& spec) { return spec.choices ? spec.choices() : std::string(); }
 
-nlohmann::json option_value_json(const OptionValue& value) {
-  return std::visit([](const auto& v) { return nlohmann::json(v); }, value);
-}
-
 nlohmann::json options_json(const TrainingSettings& settings) {
   static const TrainingSettings kDefaults;
   auto out = nlohmann::json::array();
@@ -656,20 +604,6 @@ nlohmann::json options_json(const TrainingSettings& settings) {
                    {"value", value ? option_value_json(*value) : nlohmann::json()}});
   }
   return out;
-}
-
-std::string describe_option_value(const OptionValue& value) {
-  struct Describe {
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(int64_t n) const { return std::to_string(n); }
-    std::string operator()(double d) const {  // 2.0, not 2: a real where a count was due
-      std::string text = fmt::format("{}", d);
-      if (text.find_first_of(".eni") == std::string::npos) text += ".0";
-      return text;
-    }
-    std::string operator()(const std::string& s) const { return "'" + s + "'"; }
-  };
-  return std::visit(Describe{}, value);
 }
 
 }  // namespace actmem

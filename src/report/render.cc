@@ -129,6 +129,53 @@ nlohmann::json term_json(const Term& t) {
   return j;
 }
 
+namespace {
+
+/// framework megatron: the options given beside the defaults (megatron_options.h), in `inputs`.
+void megatron_inputs_json(const Workload& w, nlohmann::json& in) {
+  if (w.framework != Framework::kMegatron) return;
+  if (!w.megatron.is_default()) {  // megatron_options.h
+    in["transformer_impl"] = kTransformerImplNames.name(w.megatron.impl);
+    in["fp8"] = kFp8RecipeNames.name(w.megatron.fp8);
+    in["activation_func_fp8_input_store"] = w.megatron.fp8_act_input_store;
+    in["recompute_modules"] = recompute_modules_name(w.megatron.recompute_modules);
+  }
+  if (w.megatron.no_rope_fusion) in["no_rope_fusion"] = true;
+  if (w.megatron.dispatcher != MoeDispatcher::kAllgather)
+    in["moe_token_dispatcher"] = kMoeDispatcherNames.name(w.megatron.dispatcher);
+  if (!w.megatron.router.is_default()) {
+    const MoeRouterOptions& ro = w.megatron.router;  // the router options given (unset: the model's)
+    if (ro.score != MoeScoreFunction::kModel) in["moe_router_score_function"] = kMoeScoreFunctionNames.name(ro.score);
+    if (ro.expert_bias >= 0) in["moe_router_enable_expert_bias"] = ro.expert_bias > 0;
+    if (ro.num_groups >= 0) in["moe_router_num_groups"] = ro.num_groups;
+    if (ro.group_topk >= 0) in["moe_router_group_topk"] = ro.group_topk;
+    if (ro.topk_scaling_factor >= 0) in["moe_router_topk_scaling_factor"] = ro.topk_scaling_factor;
+    if (ro.load_balancing != MoeLoadBalancing::kModel)
+      in["moe_router_load_balancing_type"] = kMoeLoadBalancingNames.name(ro.load_balancing);
+    if (ro.aux_loss_coeff >= 0) in["moe_aux_loss_coeff"] = ro.aux_loss_coeff;
+    if (ro.z_loss_coeff > 0) in["moe_z_loss_coeff"] = ro.z_loss_coeff;
+    if (ro.dtype != MoeRouterDtype::kInput) in["moe_router_dtype"] = kMoeRouterDtypeNames.name(ro.dtype);
+  }
+  if (!w.megatron.cublas_workspace_config.empty()) in["cublas_workspace_config"] = w.megatron.cublas_workspace_config;
+  if (w.megatron.fp8_gpu != Fp8Gpu::kHopper) in["fp8_gpu"] = kFp8GpuNames.name(w.megatron.fp8_gpu);
+}
+
+/// Each pipeline stage's GPU, as the engine accounted it (Megatron logs the last rank: the last stage).
+nlohmann::json stages_json(const Report& r) {
+  auto arr = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const StageTotals& st = r.stages[i];
+    arr.push_back({{"stage", i}, {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
+                   {"optimizer_bytes", st.optimizer}, {"fp8_weight_cache_bytes", st.fp8_weight_cache},
+                   {"workspaces_bytes", st.workspaces},
+                   {"static_bytes", st.weights + st.gradients + st.optimizer + st.fp8_weight_cache + st.workspaces},
+                   {"activations_bytes", st.activations}, {"transient_bytes", st.transient}, {"total_bytes", st.total}});
+  }
+  return arr;
+}
+
+}  // namespace
+
 nlohmann::json report_json(const Report& r) {
   const auto& e = r.estimate;
   const auto& w = r.workload;
@@ -157,28 +204,7 @@ nlohmann::json report_json(const Report& r) {
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
                  {"reserve_bytes", l.reserve.count()}};
-  if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {  // megatron_options.h
-    j["inputs"]["transformer_impl"] = kTransformerImplNames.name(w.megatron.impl);
-    j["inputs"]["fp8"] = kFp8RecipeNames.name(w.megatron.fp8);
-    j["inputs"]["activation_func_fp8_input_store"] = w.megatron.fp8_act_input_store;
-    j["inputs"]["recompute_modules"] = recompute_modules_name(w.megatron.recompute_modules);
-  }
-  if (w.framework == Framework::kMegatron && w.megatron.no_rope_fusion) j["inputs"]["no_rope_fusion"] = true;
-  if (w.framework == Framework::kMegatron && w.megatron.dispatcher != MoeDispatcher::kAllgather)
-    j["inputs"]["moe_token_dispatcher"] = kMoeDispatcherNames.name(w.megatron.dispatcher);
-  if (w.framework == Framework::kMegatron && !w.megatron.router.is_default()) {
-    const MoeRouterOptions& ro = w.megatron.router;  // the router options given (unset: the model's)
-    if (ro.score != MoeScoreFunction::kModel) j["inputs"]["moe_router_score_function"] = kMoeScoreFunctionNames.name(ro.score);
-    if (ro.expert_bias >= 0) j["inputs"]["moe_router_enable_expert_bias"] = ro.expert_bias > 0;
-    if (ro.num_groups >= 0) j["inputs"]["moe_router_num_groups"] = ro.num_groups;
-    if (ro.group_topk >= 0) j["inputs"]["moe_router_group_topk"] = ro.group_topk;
-    if (ro.topk_scaling_factor >= 0) j["inputs"]["moe_router_topk_scaling_factor"] = ro.topk_scaling_factor;
-    if (ro.load_balancing != MoeLoadBalancing::kModel)
-      j["inputs"]["moe_router_load_balancing_type"] = kMoeLoadBalancingNames.name(ro.load_balancing);
-    if (ro.aux_loss_coeff >= 0) j["inputs"]["moe_aux_loss_coeff"] = ro.aux_loss_coeff;
-    if (ro.z_loss_coeff > 0) j["inputs"]["moe_z_loss_coeff"] = ro.z_loss_coeff;
-    if (ro.dtype != MoeRouterDtype::kInput) j["inputs"]["moe_router_dtype"] = kMoeRouterDtypeNames.name(ro.dtype);
-  }
+  megatron_inputs_json(w, j["inputs"]);
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");
@@ -203,6 +229,8 @@ nlohmann::json report_json(const Report& r) {
                  {"terms", terms_json(e.memory)}};
   if (w.framework == Framework::kMegatron && w.megatron.fp8 != Fp8Recipe::kNone)  // te_rules.h: in total_bytes
     j["memory"]["fp8_weight_cache_bytes"] = r.totals.fp8_weight_cache;
+  if (r.totals.workspaces > 0) j["memory"]["workspaces_bytes"] = r.totals.workspaces;  // workspaces.h: in total_bytes
+  if (!r.stages.empty()) j["memory"]["by_stage"] = stages_json(r);
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
   if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
   if (w.frozen_layers != 0) j["inputs"]["frozen_layers"] = w.frozen_layers;

@@ -30,8 +30,8 @@ TEST(ReportJson, StableKeys) {
   EXPECT_EQ(keys(j["params"]),
             (std::set<std::string>{"active", "embedding", "lm_head", "non_embedding", "per_gpu", "total"}));
   EXPECT_EQ(keys(j["memory"]),
-            (std::set<std::string>{"activations_bytes", "cpu_optimizer_bytes", "gradients_bytes", "optimizer_bytes",
-                                   "pipeline_stage", "reserve_bytes", "static_bytes", "terms", "total_bytes",
+            (std::set<std::string>{"activations_bytes", "by_stage", "cpu_optimizer_bytes", "gradients_bytes",
+                                   "optimizer_bytes", "pipeline_stage", "workspaces_bytes", "reserve_bytes", "static_bytes", "terms", "total_bytes",
                                    "transient_bytes", "weights_bytes"}));
   EXPECT_EQ(keys(j["activations"]),
             (std::set<std::string>{"forward_flops", "in_flight_by_stage", "in_flight_bytes", "in_flight_stage", "notes",

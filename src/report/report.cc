@@ -11,11 +11,11 @@
 
 #include "engine/engine.h"
 #include "model/arch.h"  // hf_quirks: Llama 4
-#include "util/text_table.h"  // group_digits
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 #include "report/cpu_offload_report.h"  // --cpu-offloading-num-layers: the GPU part, the PCIe traffic
 #include "report/fp8_report.h"  // fp8 weight cache of the block-scaled recipes and Blackwell
+#include "report/workspaces_report.h"  // the cuBLAS workspaces term (policies/workspaces.h)
 #include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/mcore_router.h"  // the Megatron router note
 #include "tensors/te_rules.h"  // megatron_notes
@@ -379,7 +379,6 @@ ActivationReport describe_activations(const Prepared& p, const Layout& o, const 
   return report;
 }
 
-
 /// The loss backward's transient on the last stage, as the framework runs it.
 Term logits_grad_term(const Prepared& p, const Layout& o) {
   const auto& par = o.parallel;
@@ -646,6 +645,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
   if (t.fp8_weight_cache > 0) e.memory.add(fp8_weight_cache_term(p, o, t, rec));
+  if (t.workspaces > 0) e.memory.add(workspaces_term(p.workspaces, p.workload));
   if (!p.param_only) {
     e.memory.add(activations_term(p, o, t, rec, e.notes));
     if (rec.fsdp2.present()) add_fsdp2_terms(rec.fsdp2, par.dp, e);

@@ -126,14 +126,17 @@ TEST(TeFp8Recipes, NamesAndErrors) {
   ASSERT_TRUE(set_training_option(s, "fp8_gpu", OptionValue{std::string("blackwell")}));
   EXPECT_EQ(s.workload.megatron.fp8_gpu, Fp8Gpu::kBlackwell);
   EXPECT_FALSE(set_training_option(s, "fp8", OptionValue{std::string("custom")}));  // Megatron's custom recipe: not modeled
-  // --fp8-gpu without --fp8 names the field.
+  // --fp8-gpu without --fp8 sizes the cuBLAS workspaces (workspaces.h); ampere has no fp8.
   Workload w;
   w.framework = Framework::kMegatron;
   w.megatron.impl = TransformerImpl::kTransformerEngine;
   w.megatron.fp8_gpu = Fp8Gpu::kBlackwell;
+  EXPECT_TRUE(prepare(load_model("llama-3-8b").value(), w).has_value());
+  w.megatron.fp8_gpu = Fp8Gpu::kAmpere;
+  w.megatron.fp8 = Fp8Recipe::kDelayed;
   auto p = prepare(load_model("llama-3-8b").value(), w);
   ASSERT_FALSE(p.has_value());
-  EXPECT_EQ(p.error().field, "fp8_gpu");
+  EXPECT_EQ(p.error().field, "fp8");
 }
 
 // --from a Megatron-LM line: --fp8-recipe mxfp8 / blockwise (core/enums.py Fp8Recipe) read as --fp8;

@@ -385,9 +385,12 @@ int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& m, const LayerSpec& l, 
 
 Expected<void> check_fp8_gpu(const Workload& w) {
   const MegatronOptions& o = w.megatron;
-  if (o.fp8_gpu != Fp8Gpu::kHopper && o.fp8 == Fp8Recipe::kNone)
-    return Error{ErrorKind::kIncompatible, "fp8_gpu",
-                 "@fp8_gpu sets the GPU generation TE's fp8 copies follow; it applies with @fp8 only; drop it"};
+  // Without @fp8 the GPU generation still sizes the cuBLAS workspaces (policies/workspaces.h).
+  if (o.fp8_gpu == Fp8Gpu::kAmpere && o.fp8 != Fp8Recipe::kNone)
+    return Error{ErrorKind::kIncompatible, "fp8",
+                 "@fp8 needs an fp8 GPU: @fp8_gpu ampere (A100) has no fp8 tensor cores; use hopper or blackwell, or "
+                 "drop @fp8"};
+  // @cublas_workspace_config is parsed by prepare() (policies/workspaces.h).
   if (o.no_transpose_cache && o.fp8 == Fp8Recipe::kNone)
     return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
                  "@disable_parameter_transpose_cache drops TE's cached fp8 weight copies; it applies with @fp8 only; "

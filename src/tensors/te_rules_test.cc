@@ -160,7 +160,8 @@ TEST(MegatronTe, Fp8WeightCacheCountedInTheTotal) {
   EXPECT_EQ(fp8.weights, bf16.weights);
   EXPECT_EQ(fp8.total,
             fp8.weights + fp8.gradients + fp8.optimizer + fp8.activations + fp8.transient + fp8.reserve +
-                fp8.fp8_weight_cache);
+                fp8.fp8_weight_cache + fp8.workspaces);
+  EXPECT_EQ(fp8.workspaces, 2 * 32 * 1024 * 1024 + 32 * 1024 * 1024 + 1024);  // PyTorch's two + TE's (Hopper)
   // The same bytes under tensorwise current scaling (Float8CurrentScalingQuantizer allocates alike).
   Totals tensorwise;
   ASSERT_TRUE(evaluate(llama3_8b(Fp8Recipe::kTensorwise), tp_layout(2), tensorwise));

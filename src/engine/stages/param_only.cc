@@ -29,7 +29,8 @@ void account_param_only(const Prepared& p, const Layout& l, Totals& t, Recording
     }
   }
   t.reserve = l.reserve.count();
-  t.total = (Bytes{t.weights} + Bytes{t.gradients} + Bytes{t.optimizer} + l.reserve).count();
+  t.workspaces = p.workspaces.total();
+  t.total = (Bytes{t.weights} + Bytes{t.gradients} + Bytes{t.optimizer} + Bytes{t.workspaces} + l.reserve).count();
 }
 
 }  // namespace actmem::detail

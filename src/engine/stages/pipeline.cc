@@ -187,10 +187,12 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   walk.busiest_work = std::max(walk.busiest_work, work);
   const Bytes transient = largest_transient(a, last);
   const Bytes on_gpu = activations_on_gpu(a, in_flight);
-  const Bytes stage_peak = st.bytes.total() + st.fp8_cache + on_gpu + transient;
+  const Bytes workspaces{a.p.workspaces.total()};
+  const Bytes stage_peak = st.bytes.total() + st.fp8_cache + workspaces + on_gpu + transient;
   if (a.rec)
     a.rec->stages.push_back({st.bytes.weights.count(), st.bytes.gradients.count(), st.bytes.optimizer.count(),
-                             on_gpu.count(), transient.count(), stage_peak.count(), st.fp8_cache.count()});
+                             on_gpu.count(), transient.count(), stage_peak.count(), st.fp8_cache.count(),
+                             workspaces.count()});
   if (stage_peak <= walk.best_peak) return;
   walk.best_peak = stage_peak;
   t.peak_stage = rank;
@@ -203,6 +205,7 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   t.host_activations = activations_on_host(a, in_flight, on_gpu);
   t.transient = transient.count();
   t.fp8_weight_cache = st.fp8_cache.count();
+  t.workspaces = workspaces.count();
   if (a.rec) {
     a.rec->stage = st.params;
     a.rec->fp8_weight_elements = st.fp8_elements;

@@ -1,0 +1,54 @@
+#include "policies/workspaces.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "util/bytes.h"
+
+namespace actmem {
+
+namespace {
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * kKiB;
+}  // namespace
+
+Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu) {
+  if (config.empty()) config = gpu == Fp8Gpu::kAmpere ? ":4096:2:16:8" : ":4096:8";  // PyTorch's defaults
+  const auto bad = [&] {
+    return Error{ErrorKind::kInvalid, "cublas_workspace_config",
+                 fmt::format("--cublas-workspace-config '{}': give CUBLAS_WORKSPACE_CONFIG's form, \":SIZE:COUNT\" "
+                             "pairs in KiB (e.g. :4096:8)",
+                             config)};
+  };
+  // ":SIZE:COUNT[:SIZE:COUNT...]"; each pair SIZE KiB × COUNT, summed (PyTorch parseChosenWorkspaceSize).
+  int64_t total = 0;
+  std::string_view rest = config;
+  while (!rest.empty()) {
+    int64_t pair[2] = {0, 0};
+    for (int64_t& v : pair) {
+      if (rest.empty() || rest.front() != ':') return bad();
+      rest.remove_prefix(1);
+      const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), v);
+      if (ec != std::errc{} || v < 0 || v > (int64_t{1} << 24)) return bad();
+      rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    }
+    total += pair[0] * kKiB * pair[1];
+  }
+  return total;
+}
+
+int64_t te_workspace_bytes(Fp8Gpu gpu) { return gpu == Fp8Gpu::kAmpere ? 4 * kMiB : 32 * kMiB + 1024; }
+
+Expected<Workspaces> training_workspaces(const Workload& w) {
+  Workspaces out;
+  if (w.framework != Framework::kMegatron) return out;
+  auto each = cublas_workspace_bytes(w.megatron.cublas_workspace_config, w.megatron.fp8_gpu);
+  if (!each) return each.error();
+  out.pytorch_each = *each;
+  out.pytorch_count = 2;
+  if (w.megatron.impl == TransformerImpl::kTransformerEngine) out.te = te_workspace_bytes(w.megatron.fp8_gpu);
+  return out;
+}
+
+}  // namespace actmem

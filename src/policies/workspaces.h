@@ -1,0 +1,39 @@
+// cuBLAS workspaces that live in PyTorch's caching allocator for the whole job, so that
+// torch.cuda.memory_allocated() after a step counts them (validation/notes/megatron_persistent_state.md §4):
+//   PyTorch: one workspace per (cuBLAS handle, stream), handles per thread (CublasHandlePool.cpp,
+//     getCurrentCUDABlasHandle / setWorkspaceForHandle / getChosenWorkspaceSize); a training step
+//     runs torch matmuls on the main thread (forward) and on autograd's device thread (backward):
+//     two workspaces of CUBLAS_WORKSPACE_CONFIG (":SIZE:COUNT..." = Σ SIZE KiB × COUNT), by default
+//     ":4096:8" (32 MiB) on sm90 and later and ":4096:2:16:8" (8 MiB + 128 KiB) before.
+//   TransformerEngine (TE spec): one cached workspace, get_cublas_workspace (TE
+//     pytorch/cpp_extensions/gemm.py l.35-62, v2.10-v2.18): 32 MiB + 1 KiB on sm90 and later, 4 MiB before.
+// Checked on Megatron-LM's CI (validation/megatron_ci_validation.py): the A100 and H100 runs of one
+// case differ by exactly 28 MiB + 1 KiB. Counted for framework megatron (the stack measured).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "policies/options.h"
+#include "util/expected.h"
+
+namespace actmem {
+
+/// Bytes of one PyTorch cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG parsed, or PyTorch's default for
+/// the GPU when `config` is empty. Example: cublas_workspace_bytes(":4096:8", Fp8Gpu::kAmpere) == 33554432.
+Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu);
+
+/// TransformerEngine's cuBLAS workspace. Example: te_workspace_bytes(Fp8Gpu::kHopper) == 33555456.
+int64_t te_workspace_bytes(Fp8Gpu gpu);
+
+struct Workspaces {
+  int64_t pytorch_each = 0;  // one PyTorch workspace
+  int64_t pytorch_count = 0; // how many: 2 (forward thread, autograd's backward thread)
+  int64_t te = 0;            // TE's (TE spec only)
+  int64_t total() const { return pytorch_each * pytorch_count + te; }
+};
+
+/// The job's workspaces (framework megatron; zero for the others, which are not yet checked on a GPU).
+Expected<Workspaces> training_workspaces(const Workload& workload);
+
+}  // namespace actmem

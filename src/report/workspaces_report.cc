@@ -1,0 +1,29 @@
+#include "report/workspaces_report.h"
+
+#include <fmt/format.h>
+
+namespace actmem::detail {
+
+Term workspaces_term(const Workspaces& ws, const Workload& w) {
+  std::vector<std::vector<Factor>> products{{{"threads", ws.pytorch_count}, {"W_torch", ws.pytorch_each}}};
+  if (ws.te > 0) products.push_back({{"W_TE", ws.te}});
+  Term t = sum_term("cublas_workspaces",
+                    ws.te > 0 ? "cuBLAS workspaces (PyTorch's per thread, TransformerEngine's)"
+                              : "cuBLAS workspaces (PyTorch's, per thread)",
+                    products);
+  const std::string& config = w.megatron.cublas_workspace_config;
+  const std::string gpu(kFp8GpuNames.name(w.megatron.fp8_gpu));
+  t.note = fmt::format(
+      "PyTorch allocates one per cuBLAS handle and stream through its caching allocator, and a step uses two "
+      "threads (forward; autograd's backward): W_torch = CUBLAS_WORKSPACE_CONFIG {} (Σ SIZE KiB × COUNT){}{}",
+      config.empty() ? (w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? ":4096:2:16:8" : ":4096:8") : config,
+      config.empty() ? fmt::format(", PyTorch's default on {} (give @cublas_workspace_config as the job sets it)", gpu)
+                     : "",
+      ws.te > 0 ? fmt::format("; TE's one cached workspace on {}: {} (TE cpp_extensions/gemm.py "
+                              "get_cublas_workspace_size_bytes; @fp8_gpu sets the generation)",
+                              gpu, w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? "4 MiB" : "32 MiB + 1 KiB")
+                : "");
+  return t;
+}
+
+}  // namespace actmem::detail
