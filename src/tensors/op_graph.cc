@@ -379,6 +379,46 @@ int packed_sdpa_attention(Builder& g, const Context& c, int q, int k, int v, boo
   return out;
 }
 
+/// TE DotProductAttention.forward runs get_qkv_layout before choosing a backend (TE
+/// dot_product_attention.py l.1898-1911 @d0067d0): with RoPE, q and k are new tensors while v is a
+/// strided view of the fused QKV output; no layout matches and .contiguous() gives v a storage of its
+/// own (utils.py l.2613-2615), which the backend keeps in place of the QKV output. MLA's q, k, v are
+/// three new contiguous tensors already (latent_attention), and without RoPE they match sbh3d.
+int te_layout_v(Builder& g, const Context& c, int q, int v, const Dim& d_v) {
+  if (v == q || c.model.mla) return v;
+  return g.add("attn.v_contiguous", Group::kAttention, "TE get_qkv_layout", {c.s_tp, c.b, c.kv_heads, d_v}, c.e,
+               "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
+}
+
+/// TE DotProductAttention -> FusedAttnFunc (backends.py l.1592-1664): saves q, k, v, out and the
+/// aux tensors softmaxStats fp32 (b, np, s, 1) and rng_state int64 [2].
+int te_fused_attention(Builder& g, const Context& c, int q, int k, int v, const Dim& d_qk, const Dim& d_v) {
+  const Group grp = Group::kAttention;
+  if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
+    // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
+    // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
+    // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
+    // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
+    g.save_core(q);
+    g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
+                      {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
+                      "the last received k|v ring buffer (k's and v's bytes in one storage)"));
+  } else {
+    for (int id : {q, k, te_layout_v(g, c, q, v, d_v)}) g.save_core(id);
+  }
+  int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
+  g.save_core(out);
+  g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
+                    DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
+  // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
+  // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
+  // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
+  // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
+  g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
+                    "rng_state (seed, offset), present even without dropout"));
+  return out;
+}
+
 /// Core attention: QKᵀ, softmax, dropout, AV (eager) or one flash kernel. k and v carry
 /// `kv_heads` heads (fewer than q's when `repeat`); q carries c.q_heads. Returns the context
 /// tensor that the output projection reads.
@@ -387,40 +427,7 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
   const Group grp = Group::kAttention;
   for (int id : {q, k, v}) g.at(id).core_input = true;
   const Shape q_shape{c.s_tp, c.b, c.q_heads, d_qk};
-  if (c.flash && c.te) {
-    // TE DotProductAttention -> FusedAttnFunc (backends.py l.1592-1664): saves q, k, v, out and the
-    // aux tensors softmaxStats fp32 (b, np, s, 1) and rng_state int64 [2]. With RoPE, q and k are new
-    // tensors while v is a strided view of the fused QKV output: get_qkv_layout finds no layout and
-    // .contiguous()s v (utils.py l.2612-2615), so v is saved as a copy and the QKV output is not kept.
-    int v_saved = v;
-    if (v != q && !c.model.mla)  // MLA: q, k, v are three new contiguous tensors (latent_attention)
-      v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
-                      {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
-                      "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
-    if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
-      // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
-      // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
-      // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
-      // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
-      g.save_core(q);
-      g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
-                        {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
-                        "the last received k|v ring buffer (k's and v's bytes in one storage)"));
-    } else {
-      for (int id : {q, k, v_saved}) g.save_core(id);
-    }
-    int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
-    g.save_core(out);
-    g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
-                      DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
-    // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
-    // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
-    // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
-    // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
-    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
-                      "rng_state (seed, offset), present even without dropout"));
-    return out;
-  }
+  if (c.flash && c.te) return te_fused_attention(g, c, q, k, v, d_qk, d_v);
   if (c.flash && c.packed && c.workload.attention == AttentionImpl::kSdpa)
     return packed_sdpa_attention(g, c, q, k, v, repeat, d_qk, d_v);
   if (c.flash) {
@@ -438,6 +445,14 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     g.op_sac_keep(lse);
     return out;
   }
+  // TE spec, --attention-backend unfused (Megatron language_module.py l.141-144 @d98e8a64: NVTE_FLASH_ATTN=0,
+  // NVTE_FUSED_ATTN=0): TE's UnfusedDotProductAttention (backends.py l.351-787 @d0067d0) saves what
+  // Megatron's own DotProductAttention (dot_product_attention.py l.170-239) does, below: k, v
+  // repeat_interleave'd for GQA (l.543-549), baddbmm(q, kᵀ) with beta 0 keeping q and k (l.621), the
+  // FusedScaleMaskSoftmax kernel keeping its output in the input dtype (softmax.py l.102-105; its torch
+  // fallback, sk >= 16384 or not a multiple of 8 (l.296-329), would keep an fp32 copy: not modeled),
+  // nn.Dropout's mask (l.714), bmm(probs, v) keeping both (l.738); v after get_qkv_layout (te_layout_v).
+  if (c.te) v = te_layout_v(g, c, q, v, d_v);
   int q_full = q;
   int k_full = k;
   int v_full = v;

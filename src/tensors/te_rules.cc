@@ -58,12 +58,8 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
     return Error{ErrorKind::kIncompatible, "activation_func_fp8_input_store",
                  "@activation_func_fp8_input_store applies to Megatron's fused SwiGLU only; this model's MLP is "
                  "not gated; drop it"};
-  if (o.impl == TransformerImpl::kTransformerEngine) {
-    if (w.attention == AttentionImpl::kEager)
-      return Error{ErrorKind::kIncompatible, "attention",
-                   "@attention eager: the TE spec runs TE DotProductAttention, modeled as its FusedAttention "
-                   "backend; use @attention flash (or @transformer_impl local for Megatron's unfused attention)"};
-  }
+  // @attention eager under the TE spec is TE's UnfusedDotProductAttention (--attention-backend
+  // unfused), whose saves are Megatron's local core attention's (op_graph.cc core_attention).
   // transformer_config.py l.2000-2005: "Delayed scaling does not support moe_act and layernorm
   // recompute for fp8" (both rely on set_save_original_input, which TE refuses for Float8Quantizer).
   // Megatron raises this for every model at start-up, so a dense model is refused too (its norms are
