@@ -834,33 +834,12 @@ int moe(Builder& g, const Context& c, int x) {
   return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
 }
 
-/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
-/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
-/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
-/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
-/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
-/// fused activation, shared experts.
-int mcore_moe(Builder& g, const Context& c, int x) {
+/// TopKRouter.routing's top-k path (router.py l.775-832 @d98e8a64): the scores, the top-k and the
+/// aux losses, as resolved in `r`.
+void topk_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens, const Dim& experts,
+                        const Dim& top_k) {
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
-  const Shape tokens{c.s_rep, c.b};
-  const Dim experts = Dim::lit("E", spec.num_experts);
-  const Dim top_k = Dim::lit("k", spec.experts_per_token);
-  const uint16_t tag = g.mcore_tag;
-  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
-  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
-  g.save(x);
-  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
-  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
-  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
-                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
-                                                             : "in --moe-router-dtype");
-  if (r.z_loss) {
-    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
-    // the logits and its result, square keeps the result.
-    g.save(logits);
-    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
-  }
   if (r.sigmoid)  // moe_utils.py l.917: sigmoid(logits.float()) keeps its output
     g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), DType::kFP32,
                  "sigmoid(logits.float()), kept by its backward (and by gather with the expert bias)"));
@@ -917,6 +896,59 @@ int mcore_moe(Builder& g, const Context& c, int x) {
       g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
                    "routing_map.sum(0), kept by the multiply with the summed probs"));
   }
+}
+
+/// --moe-router-load-balancing-type sinkhorn (sinkhorn_load_balancing, router.py l.280-311 @d98e8a64):
+/// in training the Sinkhorn iterations (moe_utils.py l.185-207) run on logits.float() under
+/// torch.no_grad and only pick the experts (their topk keeps nothing); the probs are the activation of
+/// the logits, masked: sigmoid(logits) for top-1 (keeps its output, in the logits' dtype), else
+/// softmax(logits, dtype=float32) (keeps its fp32 output; .type_as(logits) keeps nothing); then
+/// `scores = logits * map` keeps the bool routing map, the factor without a gradient. No aux loss
+/// (l.298 asserts moe_aux_loss_coeff == 0) and no int64 top-k index is kept.
+void sinkhorn_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens,
+                            const Dim& experts) {
+  const Group grp = Group::kMoe;
+  if (c.model.moe->experts_per_token == 1)
+    g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), r.logits,
+                 "sigmoid(logits) of sinkhorn routing, kept by its backward"));
+  else
+    g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
+                 "softmax(logits, dtype=float32) of sinkhorn routing, kept by its backward"));
+  g.save(g.add("moe.sinkhorn_map", grp, "mul", cat(tokens, {experts}), DType::kBool,
+               "the routing map (the Sinkhorn top-k scattered), kept by logits * map"));
+}
+
+/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
+/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
+/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
+/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
+/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
+/// fused activation, shared experts.
+int mcore_moe(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
+  const Shape tokens{c.s_rep, c.b};
+  const Dim experts = Dim::lit("E", spec.num_experts);
+  const Dim top_k = Dim::lit("k", spec.experts_per_token);
+  const uint16_t tag = g.mcore_tag;
+  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
+  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
+  g.save(x);
+  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
+  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
+  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
+                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
+                                                             : "in --moe-router-dtype");
+  if (r.z_loss) {
+    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
+    // the logits and its result, square keeps the result.
+    g.save(logits);
+    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
+  }
+  if (r.sinkhorn)
+    sinkhorn_routing_saves(g, c, r, tokens, experts);
+  else
+    topk_routing_saves(g, c, r, tokens, experts, top_k);
   // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
   // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
   // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
