@@ -241,7 +241,14 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
   std::vector<std::string> notes;
   if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
   const MegatronOptions& o = w.megatron;
-  if (o.impl == TransformerImpl::kTransformerEngine)
+  if (o.impl == TransformerImpl::kTransformerEngine && w.attention == AttentionImpl::kEager)
+    notes.push_back(
+        "megatron rules: transformer_impl transformer_engine (Megatron-LM's default; actmem's default is local): "
+        "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); attention eager is TE's "
+        "UnfusedDotProductAttention (--attention-backend unfused), keeping what Megatron's local core attention "
+        "keeps: q, k and v (repeated to all heads under GQA; v a contiguous copy when RoPE made q and k new "
+        "tensors), the softmax output (b, a/t, s, s), the dropout mask and probs");
+  else if (o.impl == TransformerImpl::kTransformerEngine)
     notes.push_back(
         "megatron rules: transformer_impl transformer_engine (Megatron-LM's default; actmem's default is local): "
         "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); FusedAttention keeps q, k, "

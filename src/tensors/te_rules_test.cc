@@ -89,6 +89,17 @@ TEST(MegatronTe, UnfusedAttentionMhaKeepsTheContiguousV) {
   EXPECT_EQ(per_layer(prepare(llama2, w)), flash - 16 + (2 * 32 * kT - 4 * 32) * kT);
 }
 
+TEST(MegatronTe, UnfusedAttentionNote) {
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron = te();
+  w.attention = AttentionImpl::kEager;
+  const auto notes = detail::megatron_notes(load_model("llama-3.1-8b").value(), w, Recompute::kNone, 1);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("UnfusedDotProductAttention"), std::string::npos) << notes[0];
+  EXPECT_EQ(notes[0].find("softmaxStats"), std::string::npos) << notes[0];
+}
+
 TEST(MegatronTe, Fp8DelayedKeepsColumnwiseFp8InputsAndScales) {
   // ln_out of both LayerNormLinears 2h -> h (+4 B scale_inv each); linear_proj gains an fp8 copy of
   // the attention out a·d (+4; FusedAttention still keeps the bf16 out); fc2's input 2f -> f (+4).
