@@ -353,6 +353,42 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
 }
 
 /// Recomputation, precision, the distributed optimizer, the attention backend, dropout.
+/// The layer spec (--transformer-impl; Megatron-LM's default is transformer_engine, actmem's local:
+/// read only when given, or implied by --fp8-format, which needs TE) and its core attention
+/// (--attention-backend: unfused and local are eager, the others flash). Under the TE spec unfused is
+/// TE's UnfusedDotProductAttention (language_module.py l.141-144 @d98e8a64, NVTE_UNFUSED_ATTN=1).
+Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  std::string impl;
+  if (in.has("transformer-impl")) {
+    ACTMEM_TRY(t, in.text("transformer-impl"));
+    impl = t;
+  } else if (in.has("fp8-format")) {
+    impl = "transformer_engine";
+  }
+  if (in.has("attention-backend")) {
+    ACTMEM_TRY(b, in.text("attention-backend"));
+    if (b == "local" && impl == "transformer_engine")  // arguments.py l.436-437 @d98e8a64
+      return Error{ErrorKind::kConfig, "",
+                   fmt::format("{}: Megatron refuses --attention-backend local without --spec local "
+                               "(arguments.py l.436-437); under --transformer-impl transformer_engine use "
+                               "--attention-backend unfused (TE's unfused attention)",
+                               in.where("attention-backend"))};
+    if (b == "unfused" || b == "local") set("attention", std::string("eager"), in.where("attention-backend"));
+    else set("attention", std::string("flash"), in.where("attention-backend"));
+  } else if (in.has("use-flash-attn")) {
+    set("attention", std::string("flash"), in.where("use-flash-attn"));
+  }
+  if (in.has("transformer-impl"))
+    set("transformer_impl", impl, in.where("transformer-impl"));
+  else if (!impl.empty())
+    set("transformer_impl", impl,
+        in.where("fp8-format") + ": fp8 runs in TE modules (Megatron's default --transformer-impl)");
+  return {};
+}
+
 Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   auto set = [&cfg](std::string option, OptionValue value, std::string source) {
     cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
@@ -404,23 +440,9 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     else if (o == "sgd") set("optimizer", std::string("sgd"), in.where("optimizer"));
     else cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
   }
-  if (in.has("attention-backend")) {
-    ACTMEM_TRY(b, in.text("attention-backend"));
-    if (b == "unfused" || b == "local") set("attention", std::string("eager"), in.where("attention-backend"));
-    else set("attention", std::string("flash"), in.where("attention-backend"));
-  } else if (in.has("use-flash-attn")) {
-    set("attention", std::string("flash"), in.where("use-flash-attn"));
-  }
-  // The layer spec (--transformer-impl; Megatron-LM's default is transformer_engine, actmem's local:
-  // read only when given, or implied by --fp8-format, which needs TE), TE fp8 (--fp8-format turns it
-  // on; --fp8-recipe defaults to delayed, transformer_config.py l.594) and --recompute-modules.
-  if (in.has("transformer-impl")) {
-    ACTMEM_TRY(t, in.text("transformer-impl"));
-    set("transformer_impl", t, in.where("transformer-impl"));
-  } else if (in.has("fp8-format")) {
-    set("transformer_impl", std::string("transformer_engine"),
-        in.where("fp8-format") + ": fp8 runs in TE modules (Megatron's default --transformer-impl)");
-  }
+  if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
+  // TE fp8 (--fp8-format turns it on; --fp8-recipe defaults to delayed, transformer_config.py l.594)
+  // and --recompute-modules.
   if (in.has("fp8-format")) {
     std::string recipe = "delayed";
     std::string src = in.where("fp8-format") + ": Megatron's default --fp8-recipe delayed";

@@ -27,6 +27,22 @@ TEST(MegatronTeArgs, SpecFp8AndRecomputeModules) {
   EXPECT_EQ(find(*c, "recompute_modules")->source, "--recompute-modules core_attn mlp (te.sh:1)");
 }
 
+// --attention-backend under the TE spec: unfused is TE's UnfusedDotProductAttention (language_module.py
+// l.141-144), read as eager; local needs --spec local (arguments.py l.436-437), refused.
+TEST(MegatronTeArgs, AttentionBackendUnderTheTeSpec) {
+  auto c = read_megatron_args("--transformer-impl transformer_engine --attention-backend unfused", "u.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.attention, AttentionImpl::kEager);
+  EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);
+  EXPECT_EQ(find(*c, "attention")->source, "--attention-backend unfused (u.sh:1)");
+  auto local = read_megatron_args("--transformer-impl transformer_engine --attention-backend local", "l.sh");
+  ASSERT_FALSE(local);
+  EXPECT_NE(local.error().message.find("--spec local"), std::string::npos) << local.error().message;
+  EXPECT_TRUE(read_megatron_args("--transformer-impl local --attention-backend local", "l.sh"));
+}
+
 // --moe-layer-recompute, deprecated in TransformerConfig.__post_init__ (transformer_config.py
 // l.2014-2025): granularity selective, "moe" appended to the modules (default ["core_attn"]);
 // with --recompute-granularity full Megatron raises ValueError.

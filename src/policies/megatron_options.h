@@ -79,15 +79,17 @@ inline constexpr NameTable<MoeScoreFunction, 2> kMoeScoreFunctionNames{
     "moe_router_score_function",
     {{{MoeScoreFunction::kSoftmax, "softmax"}, {MoeScoreFunction::kSigmoid, "sigmoid"}}}};
 /// --moe-router-load-balancing-type (router.py l.388-551): which aux loss; kModel: seq_aux_loss for
-/// DeepSeek-V3 (seq_aux true; Megatron's DeepSeek-V3 recipe), aux_loss otherwise. sinkhorn is not modeled.
-enum class MoeLoadBalancing { kModel, kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss, kNone };
-inline constexpr NameTable<MoeLoadBalancing, 4> kMoeLoadBalancingNames{
+/// DeepSeek-V3 (seq_aux true; Megatron's DeepSeek-V3 recipe), aux_loss otherwise. sinkhorn
+/// (sinkhorn_load_balancing, l.280-311): Sinkhorn-balanced expert choice, no aux loss.
+enum class MoeLoadBalancing { kModel, kAuxLoss, kSeqAuxLoss, kGlobalAuxLoss, kNone, kSinkhorn };
+inline constexpr NameTable<MoeLoadBalancing, 5> kMoeLoadBalancingNames{
     "MoE load-balancing type",
     "moe_router_load_balancing_type",
     {{{MoeLoadBalancing::kAuxLoss, "aux_loss"},
       {MoeLoadBalancing::kSeqAuxLoss, "seq_aux_loss"},
       {MoeLoadBalancing::kGlobalAuxLoss, "global_aux_loss"},
-      {MoeLoadBalancing::kNone, "none"}}}};
+      {MoeLoadBalancing::kNone, "none"},
+      {MoeLoadBalancing::kSinkhorn, "sinkhorn"}}}};
 /// --moe-router-dtype (Router.gating l.105-111): the logits, hence the routing probs, in fp32 / fp64.
 enum class MoeRouterDtype { kInput, kFp32, kFp64 };
 inline constexpr NameTable<MoeRouterDtype, 2> kMoeRouterDtypeNames{

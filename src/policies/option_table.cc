@@ -504,7 +504,7 @@ const std::array kSpecs{
         "megatron: scales the top-k probs (saves nothing more; read for completeness)", "2.5",
         {.frameworks = kMegatronOnly, .advanced = true, .default_note = "the model's"}),
     row("moe_router_load_balancing_type", kRouter,
-        named<WORKLOAD(megatron.router.load_balancing), kMoeLoadBalancingNames>(), "megatron: which aux loss",
+        named<WORKLOAD(megatron.router.load_balancing), kMoeLoadBalancingNames>(), "megatron: which aux loss (or sinkhorn routing, none)",
         "seq_aux_loss", {.frameworks = kMegatronOnly, .advanced = true, .default_note = "the model's"}),
     row("moe_aux_loss_coeff", kRouter, real<WORKLOAD(megatron.router.aux_loss_coeff)>(),
         "megatron: the aux-loss coefficient; 0 skips the aux loss", "0",

@@ -31,6 +31,15 @@ McoreRouter resolve_mcore_router(const MoeSpec& spec, const MoeRouterOptions& o,
                          ? o.load_balancing
                          : (model ? MoeLoadBalancing::kSeqAuxLoss : MoeLoadBalancing::kAuxLoss);
   if (o.aux_loss_coeff == 0) r.load_balancing = MoeLoadBalancing::kNone;  // is_aux_loss_enabled (router.py l.403-408)
+  if (o.load_balancing == MoeLoadBalancing::kSinkhorn) {
+    // sinkhorn_load_balancing (router.py l.280-311) replaces topk_routing_with_score_function: no
+    // score function, groups, scaling or aux loss; sigmoid of the logits for top-1, softmax otherwise.
+    r.sinkhorn = true;
+    r.load_balancing = MoeLoadBalancing::kNone;
+    r.sigmoid = spec.experts_per_token == 1;
+    r.groups = r.group_topk = 0;
+    r.scaling = 0;
+  }
   r.z_loss = o.z_loss_coeff > 0;
   r.logits = o.dtype == MoeRouterDtype::kFp32 ? DType::kFP32 : o.dtype == MoeRouterDtype::kFp64 ? DType::kFP64 : e;
   r.dtype = o.dtype;
@@ -54,6 +63,11 @@ Expected<void> check_mcore_router(const ModelSpec& m, const Workload& w) {
   if (o.topk_scaling_factor < 0 && o.topk_scaling_factor != -1)
     return Error{ErrorKind::kInvalid, "moe_router_topk_scaling_factor",
                  "@moe_router_topk_scaling_factor must be 0 or more"};
+  // router.py l.298: "Sinkhorn routing does not support aux loss." (Megatron's default coefficient is 0).
+  if (o.load_balancing == MoeLoadBalancing::kSinkhorn && o.aux_loss_coeff > 0)
+    return Error{ErrorKind::kIncompatible, "moe_aux_loss_coeff",
+                 "@moe_router_load_balancing_type sinkhorn takes no aux loss (Megatron asserts moe_aux_loss_coeff == "
+                 "0, router.py l.298); drop @moe_aux_loss_coeff or give 0"};
   if (!m.moe) return {};
   const MoeSpec& spec = *m.moe;
   const bool given_groups = o.num_groups > 0, given_topk = o.group_topk > 0;
@@ -70,6 +84,12 @@ Expected<void> check_mcore_router(const ModelSpec& m, const Workload& w) {
 }
 
 std::string describe_mcore_router(const McoreRouter& r) {
+  if (r.sinkhorn) {
+    std::string out = r.sigmoid ? "sinkhorn routing, sigmoid of the logits" : "sinkhorn routing, softmax of the logits";
+    if (r.z_loss) out += ", z-loss";
+    if (r.dtype != MoeRouterDtype::kInput) out += fmt::format(", {} router", dtype_name(r.logits));
+    return out;
+  }
   std::string out = r.sigmoid ? (r.expert_bias ? "sigmoid scores with expert bias" : "sigmoid scores")
                               : (r.expert_bias ? "softmax scores with expert bias" : "softmax scores");
   if (r.groups > 0) out += fmt::format(", group-limited top-k ({} groups, {} kept)", r.groups, r.group_topk);

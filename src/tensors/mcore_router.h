@@ -21,6 +21,7 @@ struct McoreRouter {
   int64_t group_topk = 0;
   double scaling = 0;        // topk scaling factor: a multiply by a Python float, saves nothing
   MoeLoadBalancing load_balancing = MoeLoadBalancing::kAuxLoss;  // kNone: no aux loss (or coefficient 0)
+  bool sinkhorn = false;     // sinkhorn routing (no aux loss; scores, groups and scaling unused)
   bool z_loss = false;
   DType logits;              // the router logits' dtype, hence the routing probs'
   MoeRouterDtype dtype = MoeRouterDtype::kInput;  // --moe-router-dtype as given

@@ -83,6 +83,41 @@ TEST(McoreRouter, LoadBalancingTypes) {
   EXPECT_EQ(per_layer("mixtral-8x7b", scaled), plain());
 }
 
+// --moe-router-load-balancing-type sinkhorn (router.py sinkhorn_load_balancing l.280-311): the
+// Sinkhorn iterations and their topk run under torch.no_grad (nothing kept); k > 1: the fp32
+// softmax over E (4TE); `logits * map` keeps the bool map (TE); no top-k index, no top-k softmax, no
+// aux loss. Against the default router (8Tk + 4Tk + 4TE + 8Tk + 8E): TE - 20Tk - 8E.
+TEST(McoreRouter, Sinkhorn) {
+  MoeRouterOptions r;
+  r.load_balancing = MoeLoadBalancing::kSinkhorn;
+  EXPECT_EQ(per_layer("mixtral-8x7b", r) - plain(), T * E - 20 * T * k - 8 * E);
+  EXPECT_EQ(per_layer("mixtral-8x7b", r) - plain(), -131'136);
+  // Megatron's CI top-1 case: sigmoid(logits) in the logits' dtype (2TE) and the map (TE), where the
+  // default top-1 router keeps 8T + 4T + 4TE + 8T + 8E.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  ModelSpec top1 = load_model("mixtral-8x7b").value();
+  top1.moe->experts_per_token = 1;
+  Layout l;
+  l.seq_len = T;
+  auto layer = [&](MoeRouterOptions o) {
+    w.megatron.router = o;
+    Totals t;
+    auto m = prepare(top1, w);
+    EXPECT_TRUE(m.has_value() && evaluate(*m, l, t));
+    return t.per_layer;
+  };
+  EXPECT_EQ(layer(r) - layer({}), 3 * T * E - (20 * T + 4 * T * E + 8 * E));
+  // The aux loss is refused with it (l.298: "Sinkhorn routing does not support aux loss.").
+  r.aux_loss_coeff = 1e-2;
+  w.megatron.router = r;
+  auto refused = prepare(load_model("mixtral-8x7b").value(), w);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().field, "moe_aux_loss_coeff");
+  r.aux_loss_coeff = 0;
+  EXPECT_EQ(per_layer("mixtral-8x7b", r) - plain(), T * E - 20 * T * k - 8 * E);
+}
+
 TEST(McoreRouter, ZLossAndRouterDtype) {
   // z-loss: logsumexp keeps the bf16 logits (2TE) and its result (2T).
   MoeRouterOptions z;
@@ -170,6 +205,14 @@ TEST(McoreRouter, MegatronArgs) {
   EXPECT_EQ(r.z_loss_coeff, 1e-3);
   EXPECT_EQ(r.dtype, MoeRouterDtype::kFp32);
   EXPECT_EQ(testing::find(*c, "moe_router_dtype")->source, "--moe-router-dtype fp32 (dsv3.sh:1)");
+}
+
+TEST(McoreRouter, MegatronArgsSinkhorn) {  // Megatron-LM's CI MoE lines (moe_router_load_balancing_type)
+  auto c = read_megatron_args("--num-experts 8 --moe-router-topk 1 --moe-router-load-balancing-type sinkhorn", "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.megatron.router.load_balancing, MoeLoadBalancing::kSinkhorn);
 }
 
 }  // namespace

@@ -16,98 +16,13 @@
 #include "model/arch.h"            // hf_quirks: the HF modeling file's saved-tensor quirks
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 #include "policies/finetune.h"      // LoRA targets
+#include "tensors/framework_rules.h"  // kRules: what each framework's ops save
 #include "tensors/te_rules.h"         // Megatron TE spec, fp8, --recompute-modules
 #include "tensors/mcore_router.h"      // Megatron TopKRouter options (mcore_moe)
 
 namespace actmem::detail {
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Framework save rules: data, one row per framework (activation-rules.md, the two tables).
-
-/// What a normalization keeps for backward.
-struct NormSaves {
-  bool input;       // the input itself (fused kernels, nn.LayerNorm)
-  bool input_fp32;  // an fp32 copy of the input: HF RMSNorm's x.to(float32) (the input itself when already fp32)
-  bool mean;        // LayerNorm's fp32 mean (RMSNorm has none)
-  bool rstd;        // fp32 1/std per row
-  bool normalized;  // x·rstd cast back to the activation dtype, saved by the `weight *` multiply
-};
-
-/// What the MoE block keeps beyond its experts' MLPs (HF: the MixtralSparseMoeBlock loop, verified
-/// in validation/EXPECTED.md; Megatron builds its own, mcore_moe).
-struct MoeSaves {
-  bool topk_row_sums;     // the in-place `weights /= weights.sum(-1)` keeps the fp32 row sums
-  bool topk_weights_kept_by_normalization;  // only `/=` keeps the fp32 top-k weights (topk keeps indices)
-  int index_bytes;        // per routed row: torch.where's (row, token) pair is one (n, 2) int64 storage
-  bool index_add_source;  // index_add_ keeps its source, the weighted expert output
-};
-
-/// HF eager attention: torch.matmul folds (b, heads) with reshape, so a q, k or v that is a strided
-/// view (a slice of a fused QKV output, a transposed projection output) is copied and the copy is
-/// what bmm keeps; Megatron's bmm on [s, b·a, d] views keeps the views (and their whole storage).
-struct FrameworkRules {
-  Framework framework;
-  NormSaves rms_norm;
-  NormSaves layer_norm;
-  bool fused_qkv;           // always one QKV linear (q, k, v are views of its output)
-  bool fused_gate_up;       // always one [gate|up] fc1
-  bool fused_gated_kernel;  // SwiGLU as one kernel saving only its input (else act and mul save theirs)
-  bool rope_saves_cos_sin;  // q·cos + rotate_half(q)·sin saves cos and sin (shared across layers)
-  bool python_gelu_new;     // gelu_new written as its Python formula: saves x, tanh, 0.5·x, 1 + tanh
-  bool softmax_fp32;        // eager softmax(dtype=float32) saves an fp32 output (unless the model says otherwise)
-  bool eager_matmul_copies_views;  // eager QKᵀ / AV keep copies of strided q, k, v views, not their storage
-  bool flash_pads_v;        // MLA with flash_attention_2: v padded to the q/k head dim (HF DeepSeek-V3; not sdpa)
-  const char* loss_name;    // what the loss keeps: HF log_softmax, Megatron's fused softmax
-  MoeSaves moe;
-  bool embedding_dropout_is_hidden;  // Megatron applies hidden_dropout to the embeddings
-  bool position_ids_batched;         // Megatron collates position ids as (b, s); HF passes (1, s)
-};
-
-constexpr std::array<FrameworkRules, 3> kRules{{
-    // HuggingFace transformers, eager PyTorch op by op (modeling_llama.py, modeling_gpt2.py, ...).
-    {Framework::kHF,
-     /*rms_norm=*/{false, true, false, true, true},
-     /*layer_norm=*/{true, false, true, true, false},
-     /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
-     /*rope_saves_cos_sin=*/true, /*python_gelu_new=*/true, /*softmax_fp32=*/true,
-     /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, "loss.log_softmax",
-     /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
-    // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
-    {Framework::kMegatron,
-     /*rms_norm=*/{true, false, false, true, false},
-     /*layer_norm=*/{true, false, true, true, false},
-     /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
-     /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/false,
-     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.softmax",
-     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/true, /*position_ids_batched=*/true},
-    // torchtitan's Llama 3 (v0.2.2, torchtitan/models/llama3/model/model.py), validation/EXPECTED.md
-    // "torchtitan":
-    //  - nn.RMSNorm (TransformerBlock.attention_norm / ffn_norm, Transformer.norm) runs torch's fused
-    //    _fused_rms_norm on CUDA (torch >= 2.8), whose backward reads the input and the fp32 rstd.
-    //  - Attention.__init__: separate wq, wk, wv; FeedForward.forward: w2(F.silu(w1(x)) * w3(x)),
-    //    silu keeps its input, the mul both factors, w2 the product.
-    //  - apply_rotary_emb: view_as_complex(xq.float()) * freqs_cis keeps only freqs_cis, a buffer
-    //    (complex64, precomputed once by precompute_freqs_cis): nothing per layer. The fp32 copies
-    //    of q and k are transient (measured on torch 1.13: the mul saves only the operand the
-    //    other's gradient needs, and freqs_cis needs none).
-    //  - cross_entropy_loss (components/loss.py): F.cross_entropy(pred.flatten(0, 1).float(), ...):
-    //    an fp32 log-softmax and the int64 targets, as HF's.
-    {Framework::kTorchtitan,
-     /*rms_norm=*/{true, false, false, true, false},
-     /*layer_norm=*/{true, false, true, true, false},
-     /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
-     /*rope_saves_cos_sin=*/false, /*python_gelu_new=*/false, /*softmax_fp32=*/true,
-     /*eager_matmul_copies_views=*/false, /*flash_pads_v=*/false, "loss.log_softmax",
-     /*moe=*/{false, false, 8, false}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
-}};
-
-const FrameworkRules& rules_for(Framework f) {
-  for (const auto& r : kRules)
-    if (r.framework == f) return r;
-  return kRules[0];
-}
 
 // HF modeling-file quirks (GPT-2's softmax dtype, Gemma's fp32 norm scale, ...) are fields of the
 // model's row in model/arch.cc (HfQuirks), applied under the hf rules only.
@@ -464,6 +379,46 @@ int packed_sdpa_attention(Builder& g, const Context& c, int q, int k, int v, boo
   return out;
 }
 
+/// TE DotProductAttention.forward runs get_qkv_layout before choosing a backend (TE
+/// dot_product_attention.py l.1898-1911 @d0067d0): with RoPE, q and k are new tensors while v is a
+/// strided view of the fused QKV output; no layout matches and .contiguous() gives v a storage of its
+/// own (utils.py l.2613-2615), which the backend keeps in place of the QKV output. MLA's q, k, v are
+/// three new contiguous tensors already (latent_attention), and without RoPE they match sbh3d.
+int te_layout_v(Builder& g, const Context& c, int q, int v, const Dim& d_v) {
+  if (v == q || c.model.mla) return v;
+  return g.add("attn.v_contiguous", Group::kAttention, "TE get_qkv_layout", {c.s_tp, c.b, c.kv_heads, d_v}, c.e,
+               "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
+}
+
+/// TE DotProductAttention -> FusedAttnFunc (backends.py l.1592-1664): saves q, k, v, out and the
+/// aux tensors softmaxStats fp32 (b, np, s, 1) and rng_state int64 [2].
+int te_fused_attention(Builder& g, const Context& c, int q, int k, int v, const Dim& d_qk, const Dim& d_v) {
+  const Group grp = Group::kAttention;
+  if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
+    // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
+    // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
+    // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
+    // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
+    g.save_core(q);
+    g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
+                      {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
+                      "the last received k|v ring buffer (k's and v's bytes in one storage)"));
+  } else {
+    for (int id : {q, k, te_layout_v(g, c, q, v, d_v)}) g.save_core(id);
+  }
+  int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
+  g.save_core(out);
+  g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
+                    DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
+  // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
+  // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
+  // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
+  // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
+  g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
+                    "rng_state (seed, offset), present even without dropout"));
+  return out;
+}
+
 /// Core attention: QKᵀ, softmax, dropout, AV (eager) or one flash kernel. k and v carry
 /// `kv_heads` heads (fewer than q's when `repeat`); q carries c.q_heads. Returns the context
 /// tensor that the output projection reads.
@@ -472,40 +427,7 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
   const Group grp = Group::kAttention;
   for (int id : {q, k, v}) g.at(id).core_input = true;
   const Shape q_shape{c.s_tp, c.b, c.q_heads, d_qk};
-  if (c.flash && c.te) {
-    // TE DotProductAttention -> FusedAttnFunc (backends.py l.1592-1664): saves q, k, v, out and the
-    // aux tensors softmaxStats fp32 (b, np, s, 1) and rng_state int64 [2]. With RoPE, q and k are new
-    // tensors while v is a strided view of the fused QKV output: get_qkv_layout finds no layout and
-    // .contiguous()s v (utils.py l.2612-2615), so v is saved as a copy and the QKV output is not kept.
-    int v_saved = v;
-    if (v != q && !c.model.mla)  // MLA: q, k, v are three new contiguous tensors (latent_attention)
-      v_saved = g.add("attn.v_contiguous", grp, "TE get_qkv_layout",
-                      {c.s_tp, c.b, c.model.mla ? c.q_heads : c.kv_heads, d_v}, c.e,
-                      "v made contiguous (q, k are RoPE outputs): the fused QKV output is not kept");
-    if (c.variant.context_parallel && c.model.mla && d_qk.is_constant() && d_v.is_constant()) {
-      // MLA under CP (the variant is built for it alone): AttnFuncWithCPAndKVP2P (TE
-      // context_parallel.py l.1690, l.1706, l.2087) keeps p2p_comm_buffers[-1], the last received
-      // k|v ring buffer, a storage of its own in place of k and v (same bytes): recompute_modules
-      // mla_up_proj frees key and value, not it (measured: megatron_mla_validation.py, te-cp2 cases).
-      g.save_core(q);
-      g.save_core(g.add("attn.kv_ring", grp, "TE AttnFuncWithCPAndKVP2P",
-                        {c.s_tp, c.b, c.q_heads, Dim::lit("(dqk+dv)", d_qk.constant + d_v.constant)}, c.e,
-                        "the last received k|v ring buffer (k's and v's bytes in one storage)"));
-    } else {
-      for (int id : {q, k, v_saved}) g.save_core(id);
-    }
-    int out = g.add("attn.flash_out", grp, "TE FusedAttention", {c.s_tp, c.b, c.q_heads, d_v}, c.e);
-    g.save_core(out);
-    g.save_core(g.add("attn.softmax_stats", grp, "TE FusedAttention", {c.b, c.q_heads, c.s_tp, Dim::lit("1", 1)},
-                      DType::kFP32, "softmaxStats: the log-sum-exp per query row"));
-    // Under context parallelism AttnFuncWithCPAndKVP2P runs one fused-attention step per ring step
-    // and saves every step's rng_state (TE context_parallel.py l.1674 rng_states = [None] * cp_size,
-    // l.2131-2142 prepare_for_saving(..., *rng_states, ...)): cp of them, 16·cp bytes
-    // (measured: validation/te_validation.py, the cp2 cases). Shape (2) without CP, (2·cp) with.
-    g.save_core(g.add("attn.rng_state", grp, "TE FusedAttention", {Dim::of(Sym::kRngWords)}, DType::kINT64,
-                      "rng_state (seed, offset), present even without dropout"));
-    return out;
-  }
+  if (c.flash && c.te) return te_fused_attention(g, c, q, k, v, d_qk, d_v);
   if (c.flash && c.packed && c.workload.attention == AttentionImpl::kSdpa)
     return packed_sdpa_attention(g, c, q, k, v, repeat, d_qk, d_v);
   if (c.flash) {
@@ -523,6 +445,14 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
     g.op_sac_keep(lse);
     return out;
   }
+  // TE spec, --attention-backend unfused (Megatron language_module.py l.141-144 @d98e8a64: NVTE_FLASH_ATTN=0,
+  // NVTE_FUSED_ATTN=0): TE's UnfusedDotProductAttention (backends.py l.351-787 @d0067d0) saves what
+  // Megatron's own DotProductAttention (dot_product_attention.py l.170-239) does, below: k, v
+  // repeat_interleave'd for GQA (l.543-549), baddbmm(q, kᵀ) with beta 0 keeping q and k (l.621), the
+  // FusedScaleMaskSoftmax kernel keeping its output in the input dtype (softmax.py l.102-105; its torch
+  // fallback, sk >= 16384 or not a multiple of 8 (l.296-329), would keep an fp32 copy: not modeled),
+  // nn.Dropout's mask (l.714), bmm(probs, v) keeping both (l.738); v after get_qkv_layout (te_layout_v).
+  if (c.te) v = te_layout_v(g, c, q, v, d_v);
   int q_full = q;
   int k_full = k;
   int v_full = v;
@@ -904,33 +834,12 @@ int moe(Builder& g, const Context& c, int x) {
   return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
 }
 
-/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
-/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
-/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
-/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
-/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
-/// fused activation, shared experts.
-int mcore_moe(Builder& g, const Context& c, int x) {
+/// TopKRouter.routing's top-k path (router.py l.775-832 @d98e8a64): the scores, the top-k and the
+/// aux losses, as resolved in `r`.
+void topk_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens, const Dim& experts,
+                        const Dim& top_k) {
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
-  const Shape tokens{c.s_rep, c.b};
-  const Dim experts = Dim::lit("E", spec.num_experts);
-  const Dim top_k = Dim::lit("k", spec.experts_per_token);
-  const uint16_t tag = g.mcore_tag;
-  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
-  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
-  g.save(x);
-  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
-  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
-  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
-                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
-                                                             : "in --moe-router-dtype");
-  if (r.z_loss) {
-    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
-    // the logits and its result, square keeps the result.
-    g.save(logits);
-    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
-  }
   if (r.sigmoid)  // moe_utils.py l.917: sigmoid(logits.float()) keeps its output
     g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), DType::kFP32,
                  "sigmoid(logits.float()), kept by its backward (and by gather with the expert bias)"));
@@ -987,6 +896,59 @@ int mcore_moe(Builder& g, const Context& c, int x) {
       g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
                    "routing_map.sum(0), kept by the multiply with the summed probs"));
   }
+}
+
+/// --moe-router-load-balancing-type sinkhorn (sinkhorn_load_balancing, router.py l.280-311 @d98e8a64):
+/// in training the Sinkhorn iterations (moe_utils.py l.185-207) run on logits.float() under
+/// torch.no_grad and only pick the experts (their topk keeps nothing); the probs are the activation of
+/// the logits, masked: sigmoid(logits) for top-1 (keeps its output, in the logits' dtype), else
+/// softmax(logits, dtype=float32) (keeps its fp32 output; .type_as(logits) keeps nothing); then
+/// `scores = logits * map` keeps the bool routing map, the factor without a gradient. No aux loss
+/// (l.298 asserts moe_aux_loss_coeff == 0) and no int64 top-k index is kept.
+void sinkhorn_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens,
+                            const Dim& experts) {
+  const Group grp = Group::kMoe;
+  if (c.model.moe->experts_per_token == 1)
+    g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), r.logits,
+                 "sigmoid(logits) of sinkhorn routing, kept by its backward"));
+  else
+    g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
+                 "softmax(logits, dtype=float32) of sinkhorn routing, kept by its backward"));
+  g.save(g.add("moe.sinkhorn_map", grp, "mul", cat(tokens, {experts}), DType::kBool,
+               "the routing map (the Sinkhorn top-k scattered), kept by logits * map"));
+}
+
+/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
+/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
+/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
+/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
+/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
+/// fused activation, shared experts.
+int mcore_moe(Builder& g, const Context& c, int x) {
+  const Group grp = Group::kMoe;
+  const MoeSpec& spec = *c.model.moe;
+  const Shape tokens{c.s_rep, c.b};
+  const Dim experts = Dim::lit("E", spec.num_experts);
+  const Dim top_k = Dim::lit("k", spec.experts_per_token);
+  const uint16_t tag = g.mcore_tag;
+  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
+  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
+  g.save(x);
+  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
+  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
+  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
+                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
+                                                             : "in --moe-router-dtype");
+  if (r.z_loss) {
+    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
+    // the logits and its result, square keeps the result.
+    g.save(logits);
+    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
+  }
+  if (r.sinkhorn)
+    sinkhorn_routing_saves(g, c, r, tokens, experts);
+  else
+    topk_routing_saves(g, c, r, tokens, experts, top_k);
   // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
   // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
   // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank

@@ -58,12 +58,8 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
     return Error{ErrorKind::kIncompatible, "activation_func_fp8_input_store",
                  "@activation_func_fp8_input_store applies to Megatron's fused SwiGLU only; this model's MLP is "
                  "not gated; drop it"};
-  if (o.impl == TransformerImpl::kTransformerEngine) {
-    if (w.attention == AttentionImpl::kEager)
-      return Error{ErrorKind::kIncompatible, "attention",
-                   "@attention eager: the TE spec runs TE DotProductAttention, modeled as its FusedAttention "
-                   "backend; use @attention flash (or @transformer_impl local for Megatron's unfused attention)"};
-  }
+  // @attention eager under the TE spec is TE's UnfusedDotProductAttention (--attention-backend
+  // unfused), whose saves are Megatron's local core attention's (op_graph.cc core_attention).
   // transformer_config.py l.2000-2005: "Delayed scaling does not support moe_act and layernorm
   // recompute for fp8" (both rely on set_save_original_input, which TE refuses for Float8Quantizer).
   // Megatron raises this for every model at start-up, so a dense model is refused too (its norms are
@@ -245,7 +241,14 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
   std::vector<std::string> notes;
   if (w.framework != Framework::kMegatron || w.megatron.is_default()) return notes;
   const MegatronOptions& o = w.megatron;
-  if (o.impl == TransformerImpl::kTransformerEngine)
+  if (o.impl == TransformerImpl::kTransformerEngine && w.attention == AttentionImpl::kEager)
+    notes.push_back(
+        "megatron rules: transformer_impl transformer_engine (Megatron-LM's default; actmem's default is local): "
+        "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); attention eager is TE's "
+        "UnfusedDotProductAttention (--attention-backend unfused), keeping what Megatron's local core attention "
+        "keeps: q, k and v (repeated to all heads under GQA; v a contiguous copy when RoPE made q and k new "
+        "tensors), the softmax output (b, a/t, s, s), the dropout mask and probs");
+  else if (o.impl == TransformerImpl::kTransformerEngine)
     notes.push_back(
         "megatron rules: transformer_impl transformer_engine (Megatron-LM's default; actmem's default is local): "
         "LayerNormLinear keeps its input, ln_out and fp32 rsigma (+ mu for LayerNorm); FusedAttention keeps q, k, "

@@ -64,6 +64,42 @@ TEST(MegatronTe, LocalSpecKeepsTheQkvStorageInsteadOfAVCopy) {
   EXPECT_EQ(local - per_layer(megatron(te())), 10240 * kT - 16);
 }
 
+// --attention-backend unfused under the TE spec: TE's UnfusedDotProductAttention (backends.py
+// l.351-787 @d0067d0) keeps what Megatron's local core attention keeps. Llama-3.1-8B (GQA 32/8, no
+// attention dropout): q 2·a·d; k and v repeat_interleave'd to all a heads, 2·a·d each (the contiguous v
+// of get_qkv_layout is only their source); the fused softmax's bf16 output (b, a, s, s), 2·a·s per
+// token; the context 2·a·d for linear_proj. FusedAttention's k 2·kv·d, v copy 2·kv·d, out 2·a·d,
+// softmaxStats 4·a and rng_state 16 B are gone: +(8·a·d - 4·a·d - 4·kv·d - 4·a) = +12,160 B/token.
+TEST(MegatronTe, UnfusedAttentionKeepsTheScoresAndRepeatedKv) {
+  const int64_t flash = per_layer(megatron(te()));
+  const int64_t eager = per_layer(megatron(te(), AttentionImpl::kEager));
+  EXPECT_EQ(eager, flash - 16 + 12160 * kT + 2 * 32 * kT * kT);  // + 2·a·s²·b
+  EXPECT_EQ(eager, 1'694'531'584);
+}
+
+TEST(MegatronTe, UnfusedAttentionMhaKeepsTheContiguousV) {
+  // Llama-2-7B (MHA, a 32, d 128): no repeat; bmm keeps the contiguous v (2·a·d, as FusedAttention
+  // does), so only the softmax output replaces softmaxStats and rng_state: +(2·a·s - 4·a) B/token - 16.
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron = te();
+  const auto llama2 = load_model("llama-2-7b").value();
+  const int64_t flash = per_layer(prepare(llama2, w));
+  w.attention = AttentionImpl::kEager;
+  EXPECT_EQ(per_layer(prepare(llama2, w)), flash - 16 + (2 * 32 * kT - 4 * 32) * kT);
+}
+
+TEST(MegatronTe, UnfusedAttentionNote) {
+  Workload w;
+  w.framework = Framework::kMegatron;
+  w.megatron = te();
+  w.attention = AttentionImpl::kEager;
+  const auto notes = detail::megatron_notes(load_model("llama-3.1-8b").value(), w, Recompute::kNone, 1);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("UnfusedDotProductAttention"), std::string::npos) << notes[0];
+  EXPECT_EQ(notes[0].find("softmaxStats"), std::string::npos) << notes[0];
+}
+
 TEST(MegatronTe, Fp8DelayedKeepsColumnwiseFp8InputsAndScales) {
   // ln_out of both LayerNormLinears 2h -> h (+4 B scale_inv each); linear_proj gains an fp8 copy of
   // the attention out a·d (+4; FusedAttention still keeps the bf16 out); fc2's input 2f -> f (+4).
@@ -201,9 +237,7 @@ TEST(MegatronTe, ErrorsNameTheField) {
   auto fp8_local = megatron({.fp8 = Fp8Recipe::kDelayed});
   ASSERT_FALSE(fp8_local.has_value());
   EXPECT_EQ(fp8_local.error().field, "fp8");
-  auto eager = megatron(te(), AttentionImpl::kEager);
-  ASSERT_FALSE(eager.has_value());
-  EXPECT_EQ(eager.error().field, "attention");
+  EXPECT_TRUE(megatron(te(), AttentionImpl::kEager).has_value());  // TE's UnfusedDotProductAttention
   auto mla = megatron(te(Fp8Recipe::kNone, kRecomputeMlaUpProj));
   ASSERT_FALSE(mla.has_value());
   EXPECT_EQ(mla.error().field, "recompute_modules");
