@@ -479,6 +479,10 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
       std::replace(option.begin(), option.end(), '-', '_');
       set(option, v, in.where(flag));
     }
+  // arguments.py l.3536 @d98e8a64: --moe-aux-loss-coeff defaults to 0.0, and router.py
+  // is_aux_loss_enabled (l.403-408) computes no aux loss then: a launch line without it has none.
+  if (in.has("num-experts") && !in.has("moe-aux-loss-coeff"))
+    set("moe_aux_loss_coeff", 0.0, "Megatron's default (no --moe-aux-loss-coeff): no aux loss");
   if (in.has("moe-router-enable-expert-bias"))
     set("moe_router_enable_expert_bias", true, in.where("moe-router-enable-expert-bias"));
   if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)

@@ -217,6 +217,25 @@ TEST(MegatronArgs, CiPersistentStateAfterTheStep) {
   EXPECT_EQ(r.stages[0].workspaces, r.totals.workspaces);
 }
 
+// arguments.py l.3536 @d98e8a64: --moe-aux-loss-coeff defaults to 0.0 (no aux loss, router.py
+// is_aux_loss_enabled); a launch line without it is read so, one with it keeps its value.
+TEST(MegatronArgs, MoeAuxLossCoeffDefaultsToMegatrons) {
+  const std::string moe = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                          "--max-position-embeddings 128 --vocab-size 1000 --num-experts 4 --moe-router-topk 2";
+  auto without = read_megatron_args(moe, "m.sh");
+  ASSERT_TRUE(without) << without.error().message;
+  const auto* coeff = find(*without, "moe_aux_loss_coeff");
+  ASSERT_NE(coeff, nullptr);
+  EXPECT_EQ(std::get<double>(coeff->value), 0.0);
+  EXPECT_EQ(coeff->source, "Megatron's default (no --moe-aux-loss-coeff): no aux loss");
+  auto with = read_megatron_args(moe + " --moe-aux-loss-coeff 1e-2", "m.sh");
+  ASSERT_TRUE(with) << with.error().message;
+  EXPECT_EQ(std::get<double>(find(*with, "moe_aux_loss_coeff")->value), 0.01);
+  auto dense = read_megatron_args("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --vocab-size 1000", "d.sh");
+  ASSERT_TRUE(dense);
+  EXPECT_EQ(find(*dense, "moe_aux_loss_coeff"), nullptr);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);

@@ -214,6 +214,7 @@ TEST(MegatronModel, LegacyLayoutsUnchanged) {
     for (Framework fw : {Framework::kMegatron, Framework::kHF}) {
       TrainingSettings s = settings_of(c.args);
       s.workload.framework = fw;
+      if (fw == Framework::kHF) s.workload.megatron = MegatronOptions{};  // the reader's router defaults are Megatron's
       const Report a = report_of(now, s);
       const Report b = report_of(*before, s);
       EXPECT_EQ(a.totals.total, b.totals.total);
