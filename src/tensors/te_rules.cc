@@ -260,7 +260,7 @@ std::vector<std::string> megatron_notes(const ModelSpec& m, const Workload& w, R
         "received k|v ring buffer (k's and v's bytes in one storage, in place of this rank's own), the output and "
         "fp32 softmax_lse (b, a/t, s/cp), and one 16-byte rng_state per ring step (l.2139): {} bytes per layer",
         16 * cp));
-  else
+  if (o.impl == TransformerImpl::kLocal)
     notes.push_back("megatron rules: transformer_impl local (actmem's default; Megatron-LM defaults to "
                     "transformer_engine)");
   for (auto& note : fp8_recipe_notes(o)) notes.push_back(std::move(note));  // mxfp8, blockwise, --fp8-gpu
