@@ -416,13 +416,13 @@ Term logits_grad_term(const Prepared& p, const Layout& o) {
     l.note = "HF Trainer drops outputs.logits before backward: then e·s·b·V less";
     return l;
   }
-  // Megatron's vocab-parallel cross entropy writes its gradient in place into the saved fp32
-  // softmax; around it live the logits in the activation dtype or, in backward, their gradient.
-  // Whether the fp32 upcast is a separate copy depends on the Megatron version: a 4-byte buffer
-  // covers both, so this term is an allowance.
-  Term l = product_term("logits_grad", "logits-sized buffer around the fused cross entropy (last stage)",
-                        {{"4", 4}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}}, Exactness::kAllowance);
-  l.note = "Megatron-version dependent: the fp32 upcast of the logits or the gradient of the logits";
+  // Megatron-LM @d98e8a64 tensor_parallel/cross_entropy.py: .float() (l.25) is the fp32 softmax saved (l.181) while the
+  // caller holds the logits; backward is in place (l.88-116), then cast to e bytes: e·s·b·V beside it, either way.
+  const int64_t e_bytes = dtype_bytes(w.dtype);
+  Term l = product_term("logits_grad", "logits (forward) or their gradient (backward) beside the fp32 softmax",
+                        {{"e", e_bytes}, {"s/cp", s_local}, {"b", o.micro_batch}, {"V/tp", v_local}});
+  l.note = "vocab_parallel_cross_entropy keeps one fp32 copy, the saved softmax (loss.softmax); its backward is in "
+           "place";
   return l;
 }
 

@@ -20,10 +20,12 @@ Bytes logits_grad_bytes(const Account& a) {
   // torchtitan's train.py (forward_backward_step) deletes pred before loss.backward(): HF's loss
   // transient without the held logits.
   // An encoder's MLM loss does not upcast: d(log-probs), d(logits) and the held logits, all e bytes.
+  // Megatron: the logits (forward) or their gradient (backward) in the activation dtype beside the
+  // saved fp32 softmax, which the backward overwrites in place (report.cc logits_grad_term).
   const int per_element = m.encoder                       ? 3 * dtype_bytes(w.dtype)
                           : w.framework == Framework::kHF ? 8 + dtype_bytes(w.dtype)
                           : titan                         ? 8
-                                                          : 4;
+                                                          : dtype_bytes(w.dtype);
   // An encoder's classifier or pooler has b·n logits, not s·b·V: no vocabulary-sized transient.
   const bool vocab_logits = !m.encoder || m.head == EncoderHead::kMaskedLM;
   if (!vocab_logits) return Bytes{-1};
