@@ -389,6 +389,46 @@ Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
   return {};
 }
 
+/// The MoE dispatcher and TopKRouter's options, each read only when given (unset: the model's
+/// routing), and Megatron's default aux-loss coefficient.
+Expected<void> read_moe_router(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  if (in.has("moe-token-dispatcher-type")) {  // allgather (default) or alltoall; flex is refused
+    ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
+    set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
+  }
+  for (const char* flag : {"moe-router-score-function", "moe-router-load-balancing-type", "moe-router-dtype"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.text(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  for (const char* flag : {"moe-router-num-groups", "moe-router-group-topk"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.count(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  for (const char* flag : {"moe-router-topk-scaling-factor", "moe-aux-loss-coeff", "moe-z-loss-coeff"})
+    if (in.has(flag)) {
+      ACTMEM_TRY(v, in.real(flag));
+      std::string option(flag);
+      std::replace(option.begin(), option.end(), '-', '_');
+      set(option, v, in.where(flag));
+    }
+  // arguments.py l.3536 @d98e8a64: --moe-aux-loss-coeff defaults to 0.0, and router.py
+  // is_aux_loss_enabled (l.403-408) computes no aux loss then: a launch line without it has none.
+  if (in.has("num-experts") && !in.has("moe-aux-loss-coeff"))
+    set("moe_aux_loss_coeff", 0.0, "Megatron's default (no --moe-aux-loss-coeff): no aux loss");
+  if (in.has("moe-router-enable-expert-bias"))
+    set("moe_router_enable_expert_bias", true, in.where("moe-router-enable-expert-bias"));
+  return {};
+}
+
 Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   auto set = [&cfg](std::string option, OptionValue value, std::string source) {
     cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
@@ -453,38 +493,7 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     }
     set("fp8", recipe, src);
   }
-  if (in.has("moe-token-dispatcher-type")) {  // allgather (default) or alltoall; flex is refused
-    ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
-    set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
-  }
-  // TopKRouter: each read only when given (unset: the model's routing, an aux loss on).
-  for (const char* flag : {"moe-router-score-function", "moe-router-load-balancing-type", "moe-router-dtype"})
-    if (in.has(flag)) {
-      ACTMEM_TRY(v, in.text(flag));
-      std::string option(flag);
-      std::replace(option.begin(), option.end(), '-', '_');
-      set(option, v, in.where(flag));
-    }
-  for (const char* flag : {"moe-router-num-groups", "moe-router-group-topk"})
-    if (in.has(flag)) {
-      ACTMEM_TRY(v, in.count(flag));
-      std::string option(flag);
-      std::replace(option.begin(), option.end(), '-', '_');
-      set(option, v, in.where(flag));
-    }
-  for (const char* flag : {"moe-router-topk-scaling-factor", "moe-aux-loss-coeff", "moe-z-loss-coeff"})
-    if (in.has(flag)) {
-      ACTMEM_TRY(v, in.real(flag));
-      std::string option(flag);
-      std::replace(option.begin(), option.end(), '-', '_');
-      set(option, v, in.where(flag));
-    }
-  // arguments.py l.3536 @d98e8a64: --moe-aux-loss-coeff defaults to 0.0, and router.py
-  // is_aux_loss_enabled (l.403-408) computes no aux loss then: a launch line without it has none.
-  if (in.has("num-experts") && !in.has("moe-aux-loss-coeff"))
-    set("moe_aux_loss_coeff", 0.0, "Megatron's default (no --moe-aux-loss-coeff): no aux loss");
-  if (in.has("moe-router-enable-expert-bias"))
-    set("moe_router_enable_expert_bias", true, in.where("moe-router-enable-expert-bias"));
+  if (auto router = read_moe_router(in, cfg); !router) return router.error();
   if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
     ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
     if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
