@@ -56,7 +56,7 @@ Totals totals(const Expected<PreparedModel>& m, Recompute recompute = Recompute:
   return t;
 }
 
-constexpr MegatronOptions kTe{.impl = TransformerImpl::kTransformerEngine};
+const MegatronOptions kTe{.impl = TransformerImpl::kTransformerEngine};
 MegatronOptions with(MegatronOptions o, unsigned modules) {
   o.recompute_modules = modules;
   return o;
