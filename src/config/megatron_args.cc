@@ -389,6 +389,26 @@ Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
   return {};
 }
 
+/// The optimizer: Megatron's distributed optimizer (ZeRO-1), its instances, Adam or SGD.
+Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  if (in.has("use-distributed-optimizer"))
+    set("zero", int64_t{1}, in.where("use-distributed-optimizer") + ": optimizer state and fp32 master sharded over dp");
+  if (in.has("num-distributed-optimizer-instances")) {  // parallel_state.py l.924-929: dp·cp / N per instance
+    ACTMEM_TRY(n, in.count("num-distributed-optimizer-instances"));
+    set("distributed_optimizer_instances", n, in.where("num-distributed-optimizer-instances"));
+  }
+  if (in.has("optimizer")) {
+    ACTMEM_TRY(o, in.text("optimizer"));
+    if (o == "adam") set("optimizer", std::string("adamw"), in.where("optimizer"));
+    else if (o == "sgd") set("optimizer", std::string("sgd"), in.where("optimizer"));
+    else cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
+  }
+  return {};
+}
+
 /// The MoE dispatcher and TopKRouter's options, each read only when given (unset: the model's
 /// routing), and Megatron's default aux-loss coefficient.
 Expected<void> read_moe_router(const Reader& in, TrainingConfig& cfg) {
@@ -472,14 +492,7 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     set("grad_dtype", std::string("fp32"), dtype_src + ": Megatron accumulates bf16 gradients in fp32");
   else if (dtype == "fp16" && in.has("accumulate-allreduce-grads-in-fp32"))
     set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
-  if (in.has("use-distributed-optimizer"))
-    set("zero", int64_t{1}, in.where("use-distributed-optimizer") + ": optimizer state and fp32 master sharded over dp");
-  if (in.has("optimizer")) {
-    ACTMEM_TRY(o, in.text("optimizer"));
-    if (o == "adam") set("optimizer", std::string("adamw"), in.where("optimizer"));
-    else if (o == "sgd") set("optimizer", std::string("sgd"), in.where("optimizer"));
-    else cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
-  }
+  if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
   if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
   // TE fp8 (--fp8-format turns it on; --fp8-recipe defaults to delayed, transformer_config.py l.594)
   // and --recompute-modules.

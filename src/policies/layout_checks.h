@@ -296,6 +296,11 @@ bool check_recompute(const ModelSpec& model, const Workload& w, const Layout& o,
 /// Static memory's own conditions: expert parallelism is carved out of data parallelism.
 template <typename Reporter>
 bool check_static(const ParallelLayout& par, Reporter& r) {
+  if (par.optimizer_instances > 1 && par.dp % par.optimizer_instances != 0)
+    return r.fail(ErrorKind::kIncompatible, "distributed_optimizer_instances", [&] {
+      return fmt::format("@distributed_optimizer_instances {} must divide @dp {}: each instance shards over dp / N",
+                         par.optimizer_instances, par.dp);
+    });
   if (par.ep > 1 && par.dp % par.ep != 0)
     return r.fail(ErrorKind::kIncompatible, "ep", [&] {
       return fmt::format("@ep {} must divide @dp {}: expert parallelism is carved out of the data-parallel group",

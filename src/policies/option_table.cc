@@ -380,6 +380,9 @@ const std::array kSpecs{
         {.min = 1, .max = static_cast<double>(limits::kMaxCp)}),
     row("ep", kParallel, count<LAYOUT(parallel.ep)>(), "expert-parallel size", "2",
         {.min = 1, .max = static_cast<double>(limits::kMaxEp)}),
+    row("distributed_optimizer_instances", kParallel, count<LAYOUT(parallel.optimizer_instances)>(),
+        "megatron with @zero 1: the optimizer state sharded over dp / N (--num-distributed-optimizer-instances)", "2",
+        {.frameworks = kMegatronOnly, .advanced = true, .min = 1, .max = static_cast<double>(limits::kMaxDp)}),
     row("num_micro_batches", kParallel, count<LAYOUT(parallel.num_micro_batches)>(),
         "micro-batches per pipeline flush (0: as many as the schedule holds)", "8",
         {.min = 0, .max = static_cast<double>(limits::kMaxMicroBatches)}),
@@ -578,32 +581,5 @@ std::string option_default_text(const OptionSpec& spec) {
 }
 
 std::string option_choices(const OptionSpec& spec) { return spec.choices ? spec.choices() : std::string(); }
-
-nlohmann::json options_json(const TrainingSettings& settings) {
-  static const TrainingSettings kDefaults;
-  auto out = nlohmann::json::array();
-  for (const auto& spec : kSpecs) {
-    nlohmann::json frameworks = nlohmann::json::array();
-    for (const auto f : {Framework::kHF, Framework::kMegatron, Framework::kTorchtitan})
-      if (spec.applies_to(f)) frameworks.push_back(kFrameworkNames.name(f));
-    const auto default_value = spec.get(kDefaults.workload, kDefaults.layout);
-    const auto value = spec.get(settings.workload, settings.layout);
-    out.push_back({{"name", spec.name},
-                   {"kind", option_kind_name(spec.kind)},
-                   {"scope", option_scope_name(spec.scope)},
-                   {"group", option_group_name(spec.group)},
-                   {"frameworks", frameworks},
-                   {"advanced", spec.advanced},
-                   {"help", spec.help},
-                   {"example", spec.example},
-                   {"default", default_value ? option_value_json(*default_value) : nlohmann::json()},
-                   {"default_text", option_default_text(spec)},
-                   {"choices", option_choices(spec)},
-                   {"min", spec.has_range() ? nlohmann::json(spec.min) : nlohmann::json()},
-                   {"max", spec.max == spec.max ? nlohmann::json(spec.max) : nlohmann::json()},
-                   {"value", value ? option_value_json(*value) : nlohmann::json()}});
-  }
-  return out;
-}
 
 }  // namespace actmem

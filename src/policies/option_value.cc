@@ -1,5 +1,5 @@
-// OptionValue as text and JSON, and the names of the option table's kinds, scopes and groups
-// (option_table.h declares them; the table itself is option_table.cc).
+// OptionValue as text and JSON, the names of the option table's kinds, scopes and groups, and the
+// table as JSON (option_table.h declares them; the table itself is option_table.cc).
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -82,6 +82,33 @@ std::string describe_option_value(const OptionValue& value) {
     std::string operator()(const std::string& s) const { return "'" + s + "'"; }
   };
   return std::visit(Describe{}, value);
+}
+
+nlohmann::json options_json(const TrainingSettings& settings) {
+  static const TrainingSettings kDefaults;
+  auto out = nlohmann::json::array();
+  for (const auto& spec : training_options()) {
+    nlohmann::json frameworks = nlohmann::json::array();
+    for (const auto f : {Framework::kHF, Framework::kMegatron, Framework::kTorchtitan})
+      if (spec.applies_to(f)) frameworks.push_back(kFrameworkNames.name(f));
+    const auto default_value = spec.get(kDefaults.workload, kDefaults.layout);
+    const auto value = spec.get(settings.workload, settings.layout);
+    out.push_back({{"name", spec.name},
+                   {"kind", option_kind_name(spec.kind)},
+                   {"scope", option_scope_name(spec.scope)},
+                   {"group", option_group_name(spec.group)},
+                   {"frameworks", frameworks},
+                   {"advanced", spec.advanced},
+                   {"help", spec.help},
+                   {"example", spec.example},
+                   {"default", default_value ? option_value_json(*default_value) : nlohmann::json()},
+                   {"default_text", option_default_text(spec)},
+                   {"choices", option_choices(spec)},
+                   {"min", spec.has_range() ? nlohmann::json(spec.min) : nlohmann::json()},
+                   {"max", spec.max == spec.max ? nlohmann::json(spec.max) : nlohmann::json()},
+                   {"value", value ? option_value_json(*value) : nlohmann::json()}});
+  }
+  return out;
 }
 
 }  // namespace actmem

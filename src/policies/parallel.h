@@ -24,6 +24,9 @@ struct ParallelLayout {
   // and last stage; 0 = the even share. The other stages split the rest evenly. Needs vpp = 1.
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
+  // Megatron --num-distributed-optimizer-instances N: the distributed optimizer (ZeRO-1) shards its
+  // state over dp / N ranks, N copies across the data-parallel group (parallel_state.py l.924-929).
+  int64_t optimizer_instances = 1;
 };
 
 /// Checks the layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,

@@ -132,10 +132,13 @@ StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, 
                                const ParallelLayout& par) {
   const int64_t dp = par.dp;
   const int64_t expert_dp = std::max<int64_t>(dp / std::max<int64_t>(par.ep, 1), 1);
-  // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it.
+  const int64_t instances = std::max<int64_t>(par.optimizer_instances, 1);
+  // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it;
+  // the optimizer state over DP / instances (Megatron's --num-distributed-optimizer-instances).
   auto part = [&](int stage_needed, double bytes_each) {
-    const int64_t dense = z >= stage_needed ? shard(st.dense, dp) : st.dense;
-    const int64_t expert = z >= stage_needed ? shard(st.expert, expert_dp) : st.expert;
+    const int64_t group = stage_needed == 1 ? instances : 1;
+    const int64_t dense = z >= stage_needed ? shard(st.dense, std::max<int64_t>(dp / group, 1)) : st.dense;
+    const int64_t expert = z >= stage_needed ? shard(st.expert, std::max<int64_t>(expert_dp / group, 1)) : st.expert;
     return bytes_of(dense, bytes_each) + bytes_of(expert, bytes_each);
   };
   StageStatic m;
@@ -157,7 +160,9 @@ void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOpti
     std::string s;
     if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
     if (par.pp > 1) s += fmt::format(", stage {} of {}", m.stage.stage + 1, par.pp);  // 1-based for people
-    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp);
+    const int64_t n = stage_needed == 1 ? std::max<int64_t>(par.optimizer_instances, 1) : 1;
+    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp / n);
+    if (z >= stage_needed && n > 1) s += fmt::format(" ({} optimizer instances)", n);
     return s;
   };
   auto term = [&](const char* key, const std::string& label, double bytes_each, std::string each_formula,

@@ -132,7 +132,7 @@ nlohmann::json term_json(const Term& t) {
 namespace {
 
 /// framework megatron: the options given beside the defaults (megatron_options.h), in `inputs`.
-void megatron_inputs_json(const Workload& w, nlohmann::json& in) {
+void megatron_inputs_json(const Workload& w, const Layout& l, nlohmann::json& in) {
   if (w.framework != Framework::kMegatron) return;
   if (!w.megatron.is_default()) {  // megatron_options.h
     in["transformer_impl"] = kTransformerImplNames.name(w.megatron.impl);
@@ -157,6 +157,7 @@ void megatron_inputs_json(const Workload& w, nlohmann::json& in) {
     if (ro.dtype != MoeRouterDtype::kInput) in["moe_router_dtype"] = kMoeRouterDtypeNames.name(ro.dtype);
   }
   if (!w.megatron.cublas_workspace_config.empty()) in["cublas_workspace_config"] = w.megatron.cublas_workspace_config;
+  if (l.parallel.optimizer_instances > 1) in["distributed_optimizer_instances"] = l.parallel.optimizer_instances;
   if (w.megatron.fp8_gpu != Fp8Gpu::kHopper) in["fp8_gpu"] = kFp8GpuNames.name(w.megatron.fp8_gpu);
 }
 
@@ -204,7 +205,7 @@ nlohmann::json report_json(const Report& r) {
                  {"dp", p.dp}, {"tp", p.tp}, {"sp", p.sp}, {"pp", p.pp}, {"vpp", p.vpp}, {"cp", p.cp},
                  {"ep", p.ep}, {"num_micro_batches", p.num_micro_batches},
                  {"reserve_bytes", l.reserve.count()}};
-  megatron_inputs_json(w, j["inputs"]);
+  megatron_inputs_json(w, l, j["inputs"]);
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");
