@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of the sanitize build (cmake --preset sanitize) for SECONDS each (10),
-# from its seed corpus fuzz/corpus/<target>/ (copied to build-sanitize/corpus/<target>/, where new
-# inputs accumulate). Prints each target's executions and executions per second; a crash stops with
-# the input saved as build-sanitize/fuzz-crashes/crash-<sha1> (reproduce: ./build-sanitize/<target>_fuzzer FILE).
+# from its seeds: the repository's real files of its formats and fuzz/corpus/<target>/ (copied to
+# build-sanitize/corpus/<target>/, where new inputs accumulate). Prints each target's executions and
+# executions per second; a crash stops with the input saved as build-sanitize/fuzz-crashes/crash-<sha1> (reproduce: ./build-sanitize/<target>_fuzzer FILE).
 #   bash scripts/fuzz.sh            10 s per target (CI)
 #   bash scripts/fuzz.sh 600 -jobs=2  a long run; extra arguments go to libFuzzer
 set -euo pipefail
@@ -16,7 +16,18 @@ for target in config hf_config megatron_args deepspeed torchtitan hf_yaml; do
   [ -x "$bin" ] || { echo "fuzz: $bin is not built (cmake --build --preset sanitize)"; exit 2; }
   corpus=$build/corpus/$target
   mkdir -p "$corpus"
-  cp -n fuzz/corpus/$target/* "$corpus/" 2>/dev/null || true
+  # Seeds: the repository's real files of the target's formats (one copy of each file: examples/ and
+  # tests/data/configs are the tests' inputs too), plus fuzz/corpus/<target>/ for what is only here.
+  case $target in
+    config)        seeds=(tests/data/configs/*.json fuzz/corpus/hf_config/* examples/megatron_*.sh
+                          examples/deepspeed_*.json examples/torchtitan_*.toml) ;;
+    hf_config)     seeds=(tests/data/configs/*.json fuzz/corpus/hf_config/*) ;;
+    megatron_args) seeds=(examples/megatron_*.sh fuzz/corpus/megatron_args/*) ;;
+    deepspeed)     seeds=(examples/deepspeed_*.json examples/ds_*.json) ;;
+    torchtitan)    seeds=(examples/torchtitan_*.toml) ;;
+    hf_yaml)       seeds=(examples/*.yml examples/*.yaml) ;;
+  esac
+  cp -n "${seeds[@]}" "$corpus/"
   log=$build/fuzz-$target.log
   if ! "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
        -artifact_prefix="$build/fuzz-crashes/" "$@" "$corpus" >"$log" 2>&1; then
