@@ -13,8 +13,12 @@ constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * kKiB;
 }  // namespace
 
+std::string_view default_cublas_workspace_config(Fp8Gpu gpu) {
+  return gpu == Fp8Gpu::kAmpere ? ":4096:2:16:8" : ":4096:8";
+}
+
 Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu) {
-  if (config.empty()) config = gpu == Fp8Gpu::kAmpere ? ":4096:2:16:8" : ":4096:8";  // PyTorch's defaults
+  if (config.empty()) config = default_cublas_workspace_config(gpu);
   const auto bad = [&] {
     return Error{ErrorKind::kInvalid, "cublas_workspace_config",
                  fmt::format("--cublas-workspace-config '{}': give CUBLAS_WORKSPACE_CONFIG's form, \":SIZE:COUNT\" "

@@ -19,6 +19,9 @@
 
 namespace actmem {
 
+/// PyTorch's CUBLAS_WORKSPACE_CONFIG when the job sets none: ":4096:8" from Hopper on, ":4096:2:16:8" before.
+std::string_view default_cublas_workspace_config(Fp8Gpu gpu);
+
 /// Bytes of one PyTorch cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG parsed, or PyTorch's default for
 /// the GPU when `config` is empty. Example: cublas_workspace_bytes(":4096:8", Fp8Gpu::kAmpere) == 33554432.
 Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu);

@@ -16,7 +16,7 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
   t.note = fmt::format(
       "PyTorch allocates one per cuBLAS handle and stream through its caching allocator, and a step uses two "
       "threads (forward; autograd's backward): W_torch = CUBLAS_WORKSPACE_CONFIG {} (Σ SIZE KiB × COUNT){}{}",
-      config.empty() ? (w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? ":4096:2:16:8" : ":4096:8") : config,
+      config.empty() ? default_cublas_workspace_config(w.megatron.fp8_gpu) : std::string_view(config),
       config.empty() ? fmt::format(", PyTorch's default on {} (give @cublas_workspace_config as the job sets it)", gpu)
                      : "",
       ws.te > 0 ? fmt::format("; TE's one cached workspace on {}: {} (TE cpp_extensions/gemm.py "
