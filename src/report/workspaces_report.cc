@@ -17,10 +17,12 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
       "PyTorch allocates one per cuBLAS handle and stream through its caching allocator, and a step uses two "
       "threads (forward; autograd's backward): W_torch = CUBLAS_WORKSPACE_CONFIG {} (Σ SIZE KiB × COUNT){}{}",
       config.empty() ? default_cublas_workspace_config(w.megatron.fp8_gpu) : std::string_view(config),
-      config.empty() ? fmt::format(", PyTorch's default on {} (give @cublas_workspace_config as the job sets it)", gpu)
+      config.empty() ? fmt::format(", PyTorch's default on {} (give cublas_workspace_config, "
+                                   "--cublas-workspace-config, as the job sets it)",
+                                   gpu)
                      : "",
       ws.te > 0 ? fmt::format("; TE's one cached workspace on {}: {} (TE cpp_extensions/gemm.py "
-                              "get_cublas_workspace_size_bytes; @fp8_gpu sets the generation)",
+                              "get_cublas_workspace_size_bytes; fp8_gpu, --fp8-gpu, names the generation)",
                               gpu, w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? "4 MiB" : "32 MiB + 1 KiB")
                 : "");
   return t;
