@@ -158,6 +158,12 @@ constexpr std::array kArchTable{
                .moe_defaults = {.num_experts = 256, .experts_per_token = 8, .expert_ffn = 2048, .shared_ffn = 1},
                .default_max_positions = 4096,
                .hf = {.router_fp32 = true, .moe_combine_fp32 = true}},
+    // GraniteForCausalLM (modeling_granite.py): Llama's layers with four scalar multipliers
+    // (embedding_multiplier, residual_multiplier, attention_multiplier as the softmax scale,
+    // logits_scaling): a multiply by a Python float saves nothing for backward and adds no weight.
+    ArchTraits{.model_type = "granite", .hf_class = "GraniteForCausalLM", .mlp_bias_key = true,
+               .nested_defaults_json = R"({"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+                   "num_hidden_layers": 32, "num_attention_heads": 32})"},
 };
 
 }  // namespace

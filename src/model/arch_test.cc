@@ -8,12 +8,12 @@ namespace {
 TEST(ArchTest, EveryRequiredTypeHasARow) {
   for (std::string_view type : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                                 "gemma2", "gpt2", "gpt_neox", "phi3", "deepseek_v3", "gpt_bigcode", "phi", "olmo2",
-                                "falcon", "gemma3_text", "bert", "roberta", "llama4_text"}) {
+                                "falcon", "gemma3_text", "bert", "roberta", "llama4_text", "granite"}) {
     auto arch = find_arch(type);
     ASSERT_TRUE(arch) << type;
     EXPECT_EQ((*arch)->model_type, type);
   }
-  EXPECT_EQ(supported_model_types().size(), 21u);
+  EXPECT_EQ(supported_model_types().size(), 22u);
 }
 
 TEST(ArchTest, TraitsFollowTheHfClasses) {
