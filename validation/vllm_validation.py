@@ -3,23 +3,24 @@
 46 startup logs on H100-80GB from llm-d-planner's accuracy sweep, 35 started, 11 failed).
 
 Each run's settings become one `actmem serve --json` command, as a user would write it: the data's
-config.json, --tp, --context-len max_model_len, --gpu h100-80gb, --gpu-memory-utilization, --dtype,
---kv-dtype, --block-size, --prefill-chunk max_num_batched_tokens (vLLM profiles one forward pass of
-that many tokens), --batch 1024 (max_num_seqs: the profile samples that many positions), and the
-checkpoint's quantization as --weight-dtype (channel-wise scales: --quant-group-size 0). Settings
-serve has no flag for (pp > 1, dp > 1) are not expressible; neither is a run actmem refuses (exit 2)
-for its model or a flag value it does not know. Both are counted and grouped by reason.
+config.json, --tp, --pp, --dp, --context-len max_model_len, --gpu h100-80gb,
+--gpu-memory-utilization, --dtype, --kv-dtype, --block-size, --max-num-batched-tokens and
+--max-num-seqs 1024 (the sweep's vLLM defaults), --batch 1 (one request must fit), and the
+checkpoint's quantization as --weight-dtype (channel-wise scales: --quant-group-size 0). A run actmem
+refuses (exit 2) for its model or a flag value it does not know is not expressible; they are
+counted and grouped by reason.
 
-Started runs, per field, mean absolute % error (and mean signed error) of actmem vs the log:
-  weights     memory.weights_bytes       vs "Model loading took X GiB"
-  activation  memory.activation_bytes    vs "torch peak memory increase"
-  non_torch   memory.non_torch_bytes     vs "non-torch forward increase memory"
-  kv_cache    capacity.kv_budget_bytes   vs "Available KV cache memory"
-  kv_tokens   capacity.kv_tokens         vs "GPU KV cache size: N tokens"
-  concurrency capacity.max_sequences     vs "Maximum concurrency for T tokens per request"
+Started runs, per field, mean absolute % error (and mean signed error) of actmem's `vllm` block
+(the first worker's lines, as the log reports them) vs the log:
+  weights     vllm.weights_bytes      vs "Model loading took X GiB"
+  activation  vllm.activation_bytes   vs "torch peak memory increase"
+  non_torch   vllm.non_torch_bytes    vs "non-torch forward increase memory"
+  kv_cache    vllm.kv_cache_bytes     vs "Available KV cache memory"
+  kv_tokens   vllm.kv_tokens          vs "GPU KV cache size: N tokens"
+  concurrency vllm.max_concurrency    vs "Maximum concurrency for T tokens per request"
 beside llm-d-planner's published errors on the same sweep (quoted in actmem issue 22).
-Failed runs: actmem's verdict from a second call with --batch 1: fails for memory when the budget does
-not hold one sequence (capacity.fits false), fails for configuration when it refuses the settings
+Failed runs: actmem's verdict: fails for memory when the budget does not hold one request of
+max_model_len (capacity.fits false), fails for configuration when it refuses the settings
 (exit 2 naming e.g. --tp) or the context exceeds the model's own limit (capacity.max_context_len);
 held against the log's cause where that is a property of the settings (memory, configuration,
 parallelism), not of the machine (GPU contention, hub outage, launcher bug). Started runs that actmem
@@ -46,13 +47,13 @@ FLOOR = os.path.join(REPO, "validation", "vllm_floor.json")
 GIB = float(1 << 30)
 MAX_NUM_SEQS = 1024     # vLLM's default on this sweep (data README)
 DEFAULT_MNBT = 8192     # max_num_batched_tokens where a failed run's log did not print it
-FIELDS = [  # name, actmem JSON path, measured key, scale of the measured value
-    ("weights", ("memory", "weights_bytes"), "model_loading_gib", GIB),
-    ("activation", ("memory", "activation_bytes"), "torch_peak_increase_gib", GIB),
-    ("non_torch", ("memory", "non_torch_bytes"), "non_torch_increase_gib", GIB),
-    ("kv_cache", ("capacity", "kv_budget_bytes"), "available_kv_cache_gib", GIB),
-    ("kv_tokens", ("capacity", "kv_tokens"), "gpu_kv_cache_size_tokens", 1.0),
-    ("concurrency", ("capacity", "max_sequences"), "max_concurrency", 1.0),
+FIELDS = [  # name, actmem JSON path (its `vllm` block: the log's lines), measured key, scale
+    ("weights", ("vllm", "weights_bytes"), "model_loading_gib", GIB),
+    ("activation", ("vllm", "activation_bytes"), "torch_peak_increase_gib", GIB),
+    ("non_torch", ("vllm", "non_torch_bytes"), "non_torch_increase_gib", GIB),
+    ("kv_cache", ("vllm", "kv_cache_bytes"), "available_kv_cache_gib", GIB),
+    ("kv_tokens", ("vllm", "kv_tokens"), "gpu_kv_cache_size_tokens", 1.0),
+    ("concurrency", ("vllm", "max_concurrency"), "max_concurrency", 1.0),
 ]
 # llm-d-planner's own errors on this sweep as quoted in actmem issue 22 (from its
 # accuracy/accuracy_report.md @ d3121e0); activation and non-torch are signed as quoted.
@@ -84,7 +85,7 @@ def command(actmem, data, r, flags, batch):
     args = [actmem, "serve", "--model", os.path.join(data, r["config_file"]), "--json",
             "--tp", str(s["tp"]), "--context-len", str(s["max_model_len"]),
             "--gpu", s["gpu"].lower(), "--gpu-memory-utilization", str(s["gpu_memory_utilization"]),
-            "--batch", str(batch), "--prefill-chunk", str(s.get("max_num_batched_tokens") or DEFAULT_MNBT),
+            "--batch", str(batch), "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(s.get("max_num_batched_tokens") or DEFAULT_MNBT),
             "--block-size", str(s.get("block_size") or 16),
             "--dtype", DTYPES.get(s.get("dtype_arg") or "auto", s.get("dtype_arg")),
             "--kv-dtype", DTYPES.get(s.get("kv_cache_dtype") or "auto", s.get("kv_cache_dtype"))]
@@ -122,7 +123,7 @@ def call(args):
 
 def evaluate(actmem, data, flags, r):
     """{'refused': reason} or {'out': json, 'verdict': starts|memory|config, 'cmd': str}."""
-    args, why = command(actmem, data, r, flags, MAX_NUM_SEQS)
+    args, why = command(actmem, data, r, flags, 1)
     if args is None:
         return {"refused": why}
     rc, out, err = call(args)
@@ -132,11 +133,9 @@ def evaluate(actmem, data, flags, r):
         if rc == 2 and named and named.group(0) != "--model" and not any(u in line for u in UNEXPRESSIBLE):
             return {"verdict": "config", "why": line, "cmd": " ".join(args)}
         return {"refused": reason_of(line, data) if rc == 2 else "exit %d: %s" % (rc, line)}
-    args1, _ = command(actmem, data, r, flags, 1)
-    rc1, out1, err1 = call(args1)
-    cap = (out1 or {}).get("capacity", {})
+    cap = out.get("capacity", {})
     verdict = "starts"
-    if rc1 != 0 or not cap.get("fits", True):
+    if not cap.get("fits", True):
         verdict = "memory"
     elif cap.get("context_limited_by_model") and r["settings"]["max_model_len"] > cap.get("max_context_len", 0):
         verdict = "config"

@@ -16,6 +16,7 @@
 #include "model/arch.h"
 #include "util/bytes.h"  // checked_mul, OverflowError
 #include "model/params.h"
+#include "model/rope_context.h"
 
 namespace actmem {
 
@@ -788,14 +789,9 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   // Partial rotary: top-level key, else inside rope_parameters / rope_scaling (transformers v5).
   double rotary_default = arch.default_rotary_fraction;
   if (auto rope = r.find(kRopeParameters); rope && !rope->value->is_null()) {
-    if (!rope->value->is_object())
-      return r.error(fmt::format("'{}' must be an object or null, got {}", rope->name, describe(*rope->value)));
-    if (auto it = rope->value->find("partial_rotary_factor"); it != rope->value->end() && !it->is_null()) {
-      if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
-        return r.error(fmt::format("'{}.partial_rotary_factor' must be a number in (0, 1], got {}", rope->name,
-                                   describe(*it)));
-      rotary_default = it->get<double>();
-    }
+    auto rotary_in_rope = read_rope_block(*rope->value, rope->name, rotary_default, spec, describe);
+    if (!rotary_in_rope) return r.error(rotary_in_rope.error().message);
+    rotary_default = *rotary_in_rope;
   }
   auto rotary = r.double_or(kRotaryFraction, rotary_default, 0.0, 1.0);
   if (!rotary) return rotary.error();

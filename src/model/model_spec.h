@@ -106,6 +106,7 @@ struct ModelSpec {
   int64_t head_dim = 0;      // d (may differ from h/a)
   int64_t vocab = 0;         // V
   int64_t max_positions = 0; // learned position table size (GPT-2); context limit otherwise
+  int64_t derived_max_len = 0;  // vLLM's derived max_model_len where RoPE scaling extends it; 0: max_positions
 
   NormKind norm = NormKind::kRMSNorm;
   bool norm_bias = false;          // LayerNorm with bias

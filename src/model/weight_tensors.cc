@@ -246,11 +246,24 @@ std::vector<WeightTensor> head_weight_tensors(const ModelSpec& m) {
 }
 
 std::vector<WeightTensor> weight_tensors(const ModelSpec& m) {
+  return stage_weight_tensors(m, 0, static_cast<int64_t>(m.layers.size()), true, true);
+}
+
+std::vector<WeightTensor> stage_weight_tensors(const ModelSpec& m, int64_t first_layer, int64_t num_layers,
+                                               bool first_stage, bool last_stage) {
   TensorList out;
-  for (WeightTensor& t : embedding_weight_tensors(m)) out.add(std::move(t));
-  for (const LayerSpec& layer : m.layers)
-    for (WeightTensor& t : layer_weight_tensors(m, layer)) out.add(std::move(t));
-  for (WeightTensor& t : head_weight_tensors(m)) out.add(std::move(t));
+  // A tied head multiplies by the embedding: the last stage keeps its own copy when it is not the first.
+  const bool embedding = first_stage || (last_stage && m.tied_embeddings && !m.encoder);
+  if (embedding)
+    for (WeightTensor& t : embedding_weight_tensors(m)) {
+      if (!first_stage && t.name != "embed_tokens") continue;  // a learned position table stays on the first
+      out.add(std::move(t));
+    }
+  const int64_t end = std::min<int64_t>(first_layer + num_layers, static_cast<int64_t>(m.layers.size()));
+  for (int64_t i = std::max<int64_t>(first_layer, 0); i < end; ++i)
+    for (WeightTensor& t : layer_weight_tensors(m, m.layers[static_cast<size_t>(i)])) out.add(std::move(t));
+  if (last_stage)
+    for (WeightTensor& t : head_weight_tensors(m)) out.add(std::move(t));
   return out.take();
 }
 

@@ -84,6 +84,13 @@ std::vector<WeightTensor> head_weight_tensors(const ModelSpec& model);
 /// of llama-3-8b sums to 8,030,261,248.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model);
 
+/// The tensors one pipeline stage holds, as vLLM's PP places them (vllm/model_executor/models/llama.py
+/// @8b141ed8c: embed_tokens on the first stage, and on the last when the head is tied to it; the
+/// final norm and the head on the last; PPMissingLayer elsewhere): layers [first_layer,
+/// first_layer + num_layers). Example: stage_weight_tensors(m, 0, L, true, true) == weight_tensors(m).
+std::vector<WeightTensor> stage_weight_tensors(const ModelSpec& model, int64_t first_layer, int64_t num_layers,
+                                               bool first_stage, bool last_stage);
+
 /// Sum of numel() × count: the parameter count. Example: llama_3_1_70b gives 70,553,706,496.
 int64_t total_weight_elements(const std::vector<WeightTensor>& tensors);
 

@@ -1,5 +1,7 @@
 #include "serve/gpu_catalog.h"
 
+#include <iterator>
+
 #include <string>
 
 #include <fmt/format.h>
@@ -57,12 +59,16 @@ constexpr std::string_view kNvLink4 =
 // run bf16/fp16 and fp8 tensor math with fp32 accumulate, what training and cuBLAS use, at half the
 // rate of fp16 accumulate: the fp32-accumulate figure is kept. The link is the GPU-to-GPU bandwidth
 // inside one node, per GPU and per direction (vendors quote the bidirectional sum: half of it).
-const std::vector<GpuSpec>& gpu_catalog() {
-  static const std::vector<GpuSpec> catalog{
+namespace {
+
+// The catalog, in a fixed order (find_gpu's guesses depend on it).
+const GpuSpec kGpus[] = {
       {.name = "a100-40gb",
        .description = "NVIDIA A100-SXM4-40GB",
        .total = Bytes{40536 * kMiB},
        .vendor = Bytes{40 * kGiB},
+       .sms = 108,
+       .sms_source = "NVIDIA A100 whitepaper: 108 SMs",
        .source = "torch/paddle get_device_properties: total_memory=40536MB (PaddlePaddle get_device_properties "
                  "docs); the PCIe card reports 40326MB",
        .bf16_flops = 312 * kT,
@@ -76,6 +82,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA A100-SXM4-80GB",
        .total = Bytes{85167243264},
        .vendor = Bytes{80 * kGiB},
+       .sms = 108,
+       .sms_source = "NVIDIA A100 whitepaper: 108 SMs",
        .source = "cudaGetDeviceProperties totalGlobalMem 81221.8125 MiB (public deviceQuery printout)",
        .bf16_flops = 312 * kT,
        .flops_source = kA100Flops,
@@ -88,6 +96,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA H100 80GB HBM3 (SXM5)",
        .total = Bytes{85045477376},
        .vendor = Bytes{80 * kGiB},
+       .sms = 132,
+       .sms_source = "NVIDIA H100 whitepaper: H100 SXM5 132 SMs",
        .source = "deviceQuery: 81106 MBytes (85045477376 bytes), thamada/nvidia-smi nvsim/H100SXMx8_deviceQuery.py; "
                  "torch prints 81082-81090MB on other drivers, vLLM logs total_gpu_memory 79.22GiB (vllm PR #10511)",
        .bf16_flops = 989.4 * kT,
@@ -103,6 +113,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA H200 (SXM)",
        .total = Bytes{143156 * kMiB},
        .vendor = Bytes{141 * kGiB},
+       .sms = 132,
+       .sms_source = "NVIDIA H200: the H100 SXM5's GH100 with 132 SMs",
        .source = "torch get_device_properties: total_memory=143156MB (public Modal/vLLM example printout)",
        .bf16_flops = 989.4 * kT,
        .fp8_flops = 1978.9 * kT,
@@ -118,6 +130,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA L40S",
        .total = Bytes{45589 * kMiB},
        .vendor = Bytes{48 * kGiB},
+       .sms = 142,
+       .sms_source = "NVIDIA L40S datasheet: 142 RT cores / SMs (AD102)",
        .source = "torch get_device_properties: total_memory=45589MB (public printout)",
        .bf16_flops = 362.05 * kT,
        .fp8_flops = 733 * kT,
@@ -132,6 +146,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA GeForce RTX 4090",
        .total = Bytes{24563 * kMiB},
        .vendor = Bytes{24 * kGiB},
+       .sms = 128,
+       .sms_source = "NVIDIA Ada whitepaper: RTX 4090 128 SMs",
        .source = "torch get_device_properties: total_memory=24563MB (public printout); nvidia-smi shows 24564MiB "
                  "(vllm issue #7768)",
        .bf16_flops = 165.2 * kT,
@@ -149,6 +165,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "AMD Instinct MI300X",
        .total = Bytes{196592 * kMiB},
        .vendor = Bytes{192 * kGiB},
+       .sms = 304,
+       .sms_source = "AMD Instinct MI300X data sheet: 304 compute units",
        .source = "torch (ROCm) get_device_properties: total_memory=196592MB (ROCm/ROCm issue #4203)",
        .bf16_flops = 1307.4 * kT,
        .fp8_flops = 2614.9 * kT,
@@ -164,6 +182,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA B200",
        .total = Bytes{182631 * kMiB},
        .vendor = Bytes{180 * kGiB},
+       .sms = 148,
+       .sms_source = "NVIDIA Blackwell: B200 148 SMs (torch multi_processor_count printouts)",
        .source = "torch get_device_properties: total_memory=182631MB (public printouts; another shows 182642MB)",
        .bf16_flops = 2250 * kT,
        .fp8_flops = 4500 * kT,
@@ -181,6 +201,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA A100-PCIE-40GB",
        .total = Bytes{40326 * kMiB},
        .vendor = Bytes{40 * kGiB},
+       .sms = 108,
+       .sms_source = "NVIDIA A100 whitepaper: 108 SMs",
        .source = "torch get_device_properties: name='NVIDIA A100-PCIE-40GB', total_memory=40326MB (public "
                  "printout, torch 1.9)",
        .bf16_flops = 312 * kT,
@@ -194,6 +216,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA A100 80GB PCIe",
        .total = nvidia_hbm_estimate(80),
        .vendor = Bytes{80 * kGiB},
+       .sms = 108,
+       .sms_source = "NVIDIA A100 whitepaper: 108 SMs",
        .source = kNvidiaHbmRule,
        .total_is_estimate = true,
        .bf16_flops = 312 * kT,
@@ -207,6 +231,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA H100 PCIe (80GB HBM2e)",
        .total = Bytes{81008 * kMiB},
        .vendor = Bytes{80 * kGiB},
+       .sms = 114,
+       .sms_source = "NVIDIA H100 whitepaper: H100 PCIe 114 SMs",
        .source = "torch get_device_properties: name='NVIDIA H100 PCIe', total_memory=81008MB (public printout)",
        .bf16_flops = 756.5 * kT,
        .fp8_flops = 1513 * kT,
@@ -222,6 +248,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA H100 NVL (94GB HBM3, PCIe, NVLink-bridged pairs)",
        .total = nvidia_hbm_estimate(94),
        .vendor = Bytes{94 * kGiB},
+       .sms = 132,
+       .sms_source = "NVIDIA H100 NVL: 132 SMs (the SXM5's count)",
        .source = kNvidiaHbmRule,
        .total_is_estimate = true,
        .bf16_flops = 835.5 * kT,
@@ -238,6 +266,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA H800 80GB HBM3 (SXM5, export variant of the H100 SXM)",
        .total = nvidia_hbm_estimate(80),
        .vendor = Bytes{80 * kGiB},
+       .sms = 132,
+       .sms_source = "H800 SXM5: the H100 SXM5's 132 SMs",
        .source = kNvidiaHbmRule,
        .total_is_estimate = true,
        .bf16_flops = 989.4 * kT,
@@ -254,6 +284,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA GH200 Grace Hopper Superchip, its H100 GPU with 96GB HBM3",
        .total = nvidia_hbm_estimate(96),
        .vendor = Bytes{96 * kGiB},
+       .sms = 132,
+       .sms_source = "NVIDIA GH200: its H100 with 132 SMs",
        .source = kNvidiaHbmRule,
        .total_is_estimate = true,
        .bf16_flops = 989.4 * kT,
@@ -271,6 +303,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA GB200 Grace Blackwell Superchip, per Blackwell GPU (two per superchip)",
        .total = nvidia_hbm_estimate(186),
        .vendor = Bytes{186 * kGiB},
+       .sms = 148,
+       .sms_source = "NVIDIA GB200: each Blackwell GPU 148 SMs, as B200",
        .source = kNvidiaHbmRule,
        .total_is_estimate = true,
        .bf16_flops = 2500 * kT,
@@ -289,6 +323,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
                       "ROCm/torch device",
        .total = Bytes{65520 * kMiB},
        .vendor = Bytes{64 * kGiB},
+       .sms = 110,
+       .sms_source = "AMD Instinct MI250X: 220 compute units, 110 per GCD",
        .source = "torch (ROCm) get_device_properties: name='AMD Instinct MI250X', total_memory=65520MB, "
                  "multi_processor_count=110 (one GCD; public printout)",
        .bf16_flops = 191.5 * kT,
@@ -306,6 +342,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "AMD Instinct MI325X",
        .total = amd_estimate(256),
        .vendor = Bytes{256 * kGiB},
+       .sms = 304,
+       .sms_source = "AMD Instinct MI325X data sheet: 304 compute units",
        .source = kAmdRule,
        .total_is_estimate = true,
        .bf16_flops = 1307.4 * kT,
@@ -322,6 +360,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA A10G (AWS G5 instances; GA102, 80 SMs)",
        .total = Bytes{22587 * kMiB},
        .vendor = Bytes{24 * kGiB},
+       .sms = 80,
+       .sms_source = "AWS A10G (GA102): 80 SMs",
        .source = "torch get_device_properties: name='NVIDIA A10G', total_memory=22587MB (TorchCodec CUDA decoding "
                  "tutorial printout; ECC on GDDR6 keeps back ~8%, as on the L40S)",
        .bf16_flops = 70 * kT,
@@ -337,6 +377,8 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .description = "NVIDIA GeForce RTX 5090",
        .total = Bytes{32607 * kMiB},
        .vendor = Bytes{32 * kGiB},
+       .sms = 170,
+       .sms_source = "NVIDIA Blackwell GeForce: RTX 5090 170 SMs",
        .source = "ESTIMATE: the total NVML/nvidia-smi reports, 32607 MiB (public printouts); no torch/cudaMemGetInfo "
                  "printout known (on the RTX 4090 it is 1 MiB below NVML's)",
        .total_is_estimate = true,
@@ -348,8 +390,13 @@ const std::vector<GpuSpec>& gpu_catalog() {
        .memory_bandwidth_source = "NVIDIA RTX 5090 specifications: 32GB GDDR7, 512-bit, 28 Gbps -> 1,792 GB/s",
        .link_bandwidth = 64 * kG,
        .link = "PCIe Gen5 x16 (no NVLink; GeForce drivers disable peer-to-peer)",
-       .link_source = "PCIe Gen5 x16: 64 GB/s per direction"},
-  };
+       .link_source = "PCIe Gen5 x16: 64 GB/s per direction"}
+};
+
+}  // namespace
+
+const std::vector<GpuSpec>& gpu_catalog() {
+  static const std::vector<GpuSpec> catalog(std::begin(kGpus), std::end(kGpus));
   return catalog;
 }
 

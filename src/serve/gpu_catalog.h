@@ -5,6 +5,7 @@
 // each with its source.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct GpuSpec {
   std::string_view description;  // "NVIDIA H100 80GB HBM3 (SXM5)"
   Bytes total;                   // as cudaMemGetInfo reports it (driver- and ECC-dependent, ±0.1%)
   Bytes vendor;                  // the datasheet capacity: its "80GB" of HBM/GDDR is 80 GiB
+  int64_t sms = 0;                // streaming multiprocessors (AMD: compute units), as multi_processor_count
+  std::string_view sms_source;    // vLLM sizes its sampler's scratch buffer by it
   std::string_view source;       // where `total` was observed, or the rule it was estimated by
   // No public printout of the runtime's total is known: `total` is `vendor` less the reserve seen on
   // a sibling GPU (see kEstimateRule* in gpu_catalog.cc); `source` says which rule. Treat it as ±1%.

@@ -76,10 +76,10 @@ Expected<ResolvedQuant> resolve_quant(const WeightQuantOptions& q, DType base) {
 }
 
 /// Per-GPU weight terms, one per tensor kind, plus its scales and zero points when quantized.
-Breakdown weight_breakdown(const ModelSpec& model, int64_t tp, DType base, const ResolvedQuant& q) {
+Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp, DType base, const ResolvedQuant& q) {
   Breakdown b;
   b.title = "Weights per GPU";
-  for (const WeightTensor& t : weight_tensors(model)) {
+  for (const WeightTensor& t : tensors) {
     const bool rows_split = tp > 1 && (t.shard == WeightShard::kColumn || t.shard == WeightShard::kVocab ||
                                        t.shard == WeightShard::kKvHeads);
     const bool cols_split = tp > 1 && t.shard == WeightShard::kRow;
@@ -131,13 +131,21 @@ Breakdown weight_breakdown(const ModelSpec& model, int64_t tp, DType base, const
   return b;
 }
 
+/// One forward pass: P tokens, attending over T keys each (MLA decompresses T; eager keeps P×T
+/// scores), and the LM head on head_rows positions (0: no logits in this pass).
+struct ForwardShape {
+  int64_t P = 0;
+  int64_t T = 0;
+  int64_t head_rows = 0;
+  bool flash = true;
+};
+
 /// The candidate peaks of one forward pass (see serve.h for the model).
-Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64_t e) {
+Breakdown activation_candidates(const ModelSpec& m, int64_t tp, const ForwardShape& shape, int64_t e) {
   Breakdown b;
   b.title = "Activation workspace candidates (largest wins)";
-  const int64_t tp = o.tp;
-  const int64_t T = o.context_len;
-  const int64_t P = o.prefill_chunk > 0 ? std::min(o.prefill_chunk, checked_mul(T, o.batch)) : T;
+  const int64_t T = shape.T;
+  const int64_t P = shape.P;
   const int64_t a_r = m.num_heads / tp;
   const Factor Pf{"P", P}, ef{"e", e}, hf{"h", m.hidden};
 
@@ -154,9 +162,9 @@ Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64
     attn.push_back({{"2", 2}, Pf, {"(kv/tp)·d", kv_r * m.head_dim}, ef});
     attn.push_back({Pf, {"(a/tp)·d", a_r * m.head_dim}, ef});
   }
-  if (!o.flash_attention) attn.push_back({{"(a/tp)", a_r}, Pf, {"T", T}, {"(4+e)", 4 + e}});
+  if (!shape.flash) attn.push_back({{"(a/tp)", a_r}, Pf, {"T", T}, {"(4+e)", 4 + e}});
   b.add(sum_term("activation.attention",
-                 o.flash_attention ? "attention block (flash: no P×T scores)" : "attention block with P×T scores",
+                 shape.flash ? "attention block (flash: no P×T scores)" : "attention block with P×T scores",
                  attn));
 
   int64_t f = 0;
@@ -178,9 +186,153 @@ Breakdown activation_candidates(const ModelSpec& m, const ServeOptions& o, int64
                     {Pf, {"k", moe.experts_per_token}, {m.gated_mlp ? "(3·f_e/tp+h)" : "(2·f_e/tp+h)", per_copy}, ef},
                     {Pf, {"E", moe.num_experts}, {"4", 4}}}));
   }
-  b.add(sum_term("activation.lm_head", "LM head on the b sampled positions (logits, then fp32)",
-                 {{{"b", o.batch}, hf, ef}, {{"b", o.batch}, {"V", m.vocab}, {"(e+4)", e + 4}}}));
+  if (shape.head_rows > 0)
+    b.add(sum_term("activation.lm_head", "LM head on the b sampled positions (logits, then fp32)",
+                   {{{"b", shape.head_rows}, hf, ef}, {{"b", shape.head_rows}, {"V", m.vocab}, {"(e+4)", e + 4}}}));
   return b;
+}
+
+}  // namespace
+
+namespace {
+
+/// The memory term of the activation peak: the largest candidate (vLLM: plus a later rank's
+/// receive buffer), or the measured peak given.
+Term activation_term(Breakdown& activation, const ModelSpec& model, const ServeOptions& options, bool first_stage,
+                     int64_t e) {
+  if (options.activation_peak)
+    return Term{"activation_workspace", "activation peak (measured, given)", "given",
+                format_binary(*options.activation_peak), *options.activation_peak, Exactness::kAllowance,
+                "replaces the modelled workspace"};
+  auto peak = std::max_element(activation.terms.begin(), activation.terms.end(),
+                               [](const Term& x, const Term& y) { return x.bytes < y.bytes; });
+  Term t = *peak;
+  t.note = "peak: " + t.label;
+  t.key = "activation_workspace";
+  t.label = options.vllm ? "profile peak (vLLM's torch peak increase)"
+                         : "activation workspace (forward only, largest live set)";
+  if (options.vllm && !first_stage) {
+    // A rank after the first receives hidden states and residual into a buffer of
+    // max_num_batched_tokens rows made in the profile run and kept (GMR:5440-5448).
+    const int64_t P = options.vllm->max_num_batched_tokens;
+    Term buffer = product_term("activation.pp_receive", "pipeline receive buffer (hidden, residual)",
+                               {{"2", 2}, {"P", P}, {"h", model.hidden}, {"e", e}});
+    t.formula = "max(candidates) + " + buffer.formula;
+    t.substituted = fmt::format("{} + {}", t.bytes.count(), buffer.substituted);
+    t.bytes += buffer.bytes;
+    activation.add(std::move(buffer));
+  }
+  return t;
+}
+
+/// How the workspace was found, for the notes.
+void add_profile_notes(std::vector<std::string>& notes, const ServeOptions& options, bool last_stage) {
+  if (options.activation_peak) return;
+  if (!options.vllm) {
+    notes.push_back(fmt::format("prefill pass of P = {} tokens; attention {}",
+                                options.prefill_chunk > 0
+                                    ? std::min(options.prefill_chunk, options.context_len * options.batch)
+                                    : options.context_len,
+                                options.flash_attention ? "flash (no score matrix)" : "eager (fp32 scores)"));
+    return;
+  }
+  const VllmOptions& v = *options.vllm;
+  const int64_t n = std::min(v.max_num_seqs, v.max_num_batched_tokens);
+  notes.push_back(fmt::format(
+      "vLLM 0.19 profile run: one eager forward of max_num_batched_tokens = {} tokens in n = {} requests{}",
+      v.max_num_batched_tokens, n,
+      last_stage ? ", then the sampler warm-up over n requests with full-vocabulary logits (not divided by TP)"
+                 : " (not the last pipeline rank: no sampler)"));
+  if (last_stage && n < 8)
+    notes.push_back("fewer than 8 sampler requests: vLLM's top-k/top-p falls back to a sort, whose buffers are "
+                    "not modelled (the sampler term is low)");
+}
+
+/// The weights term of the memory breakdown.
+Term weights_term(const ServeReport& r, const ResolvedQuant& quant, DType base) {
+  return Term{"weights",
+              fmt::format("weights ({}{})", dtype_name(quant.weight),
+                          is_quantized(quant.weight) ? fmt::format(", rest {}", dtype_name(base)) : ""),
+              "Σ weight tensors per GPU", fmt::format("{} tensor kinds", r.weights.terms.size()), r.weights.total()};
+}
+
+/// One serving process's memory: the whole model, or one vLLM pipeline rank's layers.
+Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& options, DType base,
+                                  const ResolvedQuant& quant, int64_t first_layer, int64_t num_layers, bool first_stage,
+                                  bool last_stage) {
+  ModelSpec stage = model;
+  if (num_layers != model.num_layers) {
+    stage.layers.assign(model.layers.begin() + first_layer, model.layers.begin() + first_layer + num_layers);
+    stage.num_layers = num_layers;
+  }
+  KvCacheOptions kv_options = options.kv;
+  kv_options.tp = options.tp;
+  auto kv = estimate_kv_cache(stage, kv_options, options.context_len, options.batch);
+  if (!kv) return kv.error();
+
+  ServeReport r;
+  r.base_dtype = base;
+  r.weight_dtype = quant.weight;
+  r.first_layer = first_layer;
+  r.num_layers = num_layers;
+  r.vllm = options.vllm;
+  r.weights = weight_breakdown(stage_weight_tensors(model, first_layer, num_layers, first_stage, last_stage),
+                               options.tp, base, quant);
+  r.kv = std::move(*kv);
+  const int64_t e = dtype_bytes(base);
+  if (options.vllm) {
+    // The profile forward: max_num_batched_tokens tokens in n requests of their own few tokens (GMR:5286-5290).
+    const VllmOptions& v = *options.vllm;
+    const int64_t P = v.max_num_batched_tokens;
+    r.activation = activation_candidates(stage, options.tp, {P, P, 0, true}, e);
+    if (last_stage)
+      r.activation.add(vllm_sampler_warmup(model, std::min(v.max_num_seqs, P), P, e, v.gpu_sms));
+  } else {
+    const int64_t T = options.context_len;
+    const int64_t P = options.prefill_chunk > 0 ? std::min(options.prefill_chunk, checked_mul(T, options.batch)) : T;
+    r.activation = activation_candidates(stage, options.tp, {P, T, options.batch, options.flash_attention}, e);
+  }
+  r.memory.title = fmt::format("Serving memory per GPU (tp {})", options.tp);
+
+  r.memory.add(weights_term(r, quant, base));
+
+  Term kv_term;
+  if (r.kv.breakdown.terms.size() == 1) {
+    kv_term = r.kv.breakdown.terms.front();
+  } else {
+    kv_term.formula = "Σ layer groups";
+    for (const auto& t : r.kv.breakdown.terms)
+      kv_term.substituted += (kv_term.substituted.empty() ? "" : " + ") + fmt::format("{}", t.bytes.count());
+  }
+  kv_term.key = "kv_cache";
+  kv_term.label = fmt::format("KV cache ({}, {} × {} tokens)", dtype_name(kv_options.dtype), options.batch,
+                              options.context_len);
+  kv_term.bytes = r.kv.total;
+  r.memory.add(std::move(kv_term));
+
+  r.memory.add(activation_term(r.activation, model, options, first_stage, e));
+
+  if (options.non_torch) {
+    r.memory.add(Term{"non_torch", "non-torch memory (given)", "given", format_binary(*options.non_torch),
+                      *options.non_torch, Exactness::kAllowance, ""});
+  } else if (options.vllm) {
+    r.memory.add(vllm_non_torch(options.tp, options.vllm->pp));
+  } else {
+    r.memory.add(Term{"non_torch", "non-torch allowance (cuBLAS/NCCL workspaces, CUDA graphs)", "given",
+                      format_binary(kDefaultNonTorch), kDefaultNonTorch, Exactness::kAllowance,
+                      "vLLM measures 0.10-1.79 GiB; CUDA context is outside the utilization budget"});
+  }
+
+  r.notes = r.kv.layout.notes;
+  if (is_quantized(quant.weight))
+    r.notes.push_back(fmt::format(
+        "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}",
+        dtype_name(quant.weight), dtype_name(quant.scale),
+        quant.group > 0 ? fmt::format("per group of {} inputs", quant.group)
+                        : (quant.group == 0 ? "per output row" : "per tensor"),
+        quant.zero_points ? " and zero points" : "", dtype_name(base)));
+  add_profile_notes(r.notes, options, last_stage);
+  return r;
 }
 
 }  // namespace
@@ -247,81 +399,138 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   auto quant = resolve_quant(options.weights, base);
   if (!quant) return quant.error();
 
-  KvCacheOptions kv_options = options.kv;
-  kv_options.tp = options.tp;
-  auto kv = estimate_kv_cache(model, kv_options, options.context_len, options.batch);
-  if (!kv) return kv.error();
+  if (options.vllm) {
+    const VllmOptions& v = *options.vllm;
+    if (options.prefill_chunk > 0)
+      return Error{ErrorKind::kIncompatible, "prefill_chunk",
+                   "@prefill_chunk: vLLM's profile pass is @max_num_batched_tokens tokens; give that instead, or "
+                   "@vllm_version none for an engine-agnostic forward pass"};
+    if (!options.flash_attention)
+      return Error{ErrorKind::kIncompatible, "attention",
+                   "@attention eager: vLLM has no eager score matrix (its backends are fused kernels); drop it, or "
+                   "@vllm_version none"};
+    if (v.max_num_batched_tokens < 1 || v.max_num_batched_tokens > (int64_t{1} << 24) || v.max_num_seqs < 1 ||
+        v.max_num_seqs > (int64_t{1} << 20))
+      return Error{ErrorKind::kInvalid, "max_num_batched_tokens",
+                   fmt::format("@max_num_batched_tokens {} / @max_num_seqs {}: use 1..16777216 tokens and 1..1048576 "
+                               "sequences",
+                               v.max_num_batched_tokens, v.max_num_seqs)};
+    if (v.pp < 1 || v.pp > model.num_layers)
+      return Error{ErrorKind::kIncompatible, "pp",
+                   fmt::format("@pp {}: must be 1..{} (num_hidden_layers); vLLM gives each rank at least one layer",
+                               v.pp, model.num_layers)};
+    if (v.dp < 1 || v.dp > (int64_t{1} << 14))
+      return Error{ErrorKind::kInvalid, "dp", fmt::format("@dp {}: must be 1..16384", v.dp)};
+  }
 
   try {
-    ServeReport r;
-    r.base_dtype = base;
-    r.weight_dtype = quant->weight;
-    r.weights = weight_breakdown(model, options.tp, base, *quant);
-    r.kv = std::move(*kv);
-    r.activation = activation_candidates(model, options, dtype_bytes(base));
-    r.memory.title = fmt::format("Serving memory per GPU (tp {})", options.tp);
-
-    Term weights{"weights", fmt::format("weights ({}{})", dtype_name(quant->weight),
-                                        is_quantized(quant->weight) ? fmt::format(", rest {}", dtype_name(base)) : ""),
-                 "Σ weight tensors per GPU", fmt::format("{} tensor kinds", r.weights.terms.size()),
-                 r.weights.total()};
-    r.memory.add(std::move(weights));
-
-    Term kv_term;
-    if (r.kv.breakdown.terms.size() == 1) {
-      kv_term = r.kv.breakdown.terms.front();
-    } else {
-      kv_term.formula = "Σ layer groups";
-      for (const auto& t : r.kv.breakdown.terms)
-        kv_term.substituted += (kv_term.substituted.empty() ? "" : " + ") + fmt::format("{}", t.bytes.count());
+    if (!options.vllm || options.vllm->pp == 1)
+      return serve_stage(model, options, base, *quant, 0, model.num_layers, true, true);
+    // vLLM pipeline ranks: each its layers, the first the embedding, the last the head and the sampler.
+    const std::vector<int64_t> parts = vllm_pp_partition(model.num_layers, options.vllm->pp);
+    std::vector<ServeReport> stages;
+    int64_t first = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto r = serve_stage(model, options, base, *quant, first, parts[i], i == 0, i + 1 == parts.size());
+      if (!r) return r.error();
+      stages.push_back(std::move(*r));
+      first += parts[i];
     }
-    kv_term.key = "kv_cache";
-    kv_term.label = fmt::format("KV cache ({}, {} × {} tokens)", dtype_name(kv_options.dtype), options.batch,
-                                options.context_len);
-    kv_term.bytes = r.kv.total;
-    r.memory.add(std::move(kv_term));
-
-    if (options.activation_peak) {
-      Term t{"activation_workspace", "activation peak (measured, given)", "given", format_binary(*options.activation_peak),
-             *options.activation_peak, Exactness::kAllowance, "replaces the modelled workspace"};
-      r.memory.add(std::move(t));
-    } else {
-      auto peak = std::max_element(r.activation.terms.begin(), r.activation.terms.end(),
-                                   [](const Term& x, const Term& y) { return x.bytes < y.bytes; });
-      Term t = *peak;
-      t.note = "peak: " + t.label;
-      t.key = "activation_workspace";
-      t.label = "activation workspace (forward only, largest live set)";
-      r.memory.add(std::move(t));
-    }
-
-    const Bytes non_torch = options.non_torch.value_or(kDefaultNonTorch);
-    r.memory.add(Term{"non_torch",
-                      options.non_torch ? "non-torch memory (given)"
-                                        : "non-torch allowance (cuBLAS/NCCL workspaces, CUDA graphs)",
-                      "given", format_binary(non_torch), non_torch, Exactness::kAllowance,
-                      "vLLM measures 0.10-1.79 GiB; CUDA context is outside the utilization budget"});
-
-    r.notes = r.kv.layout.notes;
-    if (is_quantized(quant->weight))
-      r.notes.push_back(fmt::format(
-          "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}",
-          dtype_name(quant->weight), dtype_name(quant->scale),
-          quant->group > 0 ? fmt::format("per group of {} inputs", quant->group)
-                           : (quant->group == 0 ? "per output row" : "per tensor"),
-          quant->zero_points ? " and zero points" : "", dtype_name(base)));
-    if (!options.activation_peak)
-      r.notes.push_back(fmt::format("prefill pass of P = {} tokens; attention {}",
-                                    options.prefill_chunk > 0
-                                        ? std::min(options.prefill_chunk, options.context_len * options.batch)
-                                        : options.context_len,
-                                    options.flash_attention ? "flash (no score matrix)" : "eager (fp32 scores)"));
+    auto fullest = std::max_element(stages.begin(), stages.end(),
+                                    [](const ServeReport& x, const ServeReport& y) { return x.total() < y.total(); });
+    ServeReport r = *fullest;
+    r.memory.title = fmt::format("Serving memory per GPU (tp {}, pp {}: rank {} of layers {}..{}, the fullest)",
+                                 options.tp, options.vllm->pp, fullest - stages.begin(), r.first_layer,
+                                 r.first_layer + r.num_layers - 1);
+    r.stages = std::move(stages);
     return r;
   } catch (const OverflowError&) {
     return Error{ErrorKind::kOverflow, "context_len",
                  "serving memory overflowed int64; check @context_len, @batch and the model's sizes"};
   }
 }
+
+namespace {
+
+/// vLLM v0.19's budget and block count on every pipeline rank (serve/vllm.h).
+Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& serving, Bytes total, double util) {
+  const VllmOptions& v = *serving.vllm;
+  const KvCacheLayout& layout = serving.kv.layout;
+  VllmCapacity c;
+  c.requested = Bytes{static_cast<int64_t>(std::ceil(static_cast<double>(total.count()) * util))};
+  c.max_model_len = serving.kv.context_len;
+  auto groups = vllm_kv_groups(model, layout.block_size, c.max_model_len, v.max_num_batched_tokens, v.hybrid_kv_cache);
+  if (!groups) return groups.error();
+  c.groups = std::move(*groups);
+  c.page_bytes = checked_mul(checked_mul(layout.block_size, layout.values_per_token_per_layer), layout.element_bytes);
+  std::vector<const ServeReport*> ranks;
+  if (serving.stages.empty())
+    ranks.push_back(&serving);
+  else
+    for (const auto& s : serving.stages) ranks.push_back(&s);
+  c.num_gpu_blocks = INT64_MAX;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const ServeReport& r = *ranks[i];
+    VllmRankBudget b;
+    b.pp_rank = static_cast<int64_t>(i);
+    b.first_layer = r.first_layer;
+    b.num_layers = r.num_layers;
+    b.weights = r.weights_bytes();
+    b.activation = r.activation_bytes();
+    b.non_torch = r.non_torch_bytes();
+    b.available = c.requested - b.weights - b.activation - b.non_torch;
+    b.group_layers = vllm_rank_group_layers(c.groups, r.first_layer, r.num_layers);
+    b.num_blocks = std::max<int64_t>(0, b.available.count()) / c.page_bytes / b.group_layers;
+    c.num_gpu_blocks = std::min(c.num_gpu_blocks, b.num_blocks);
+    // check_enough_kv_cache_memory (KCU): every layer's pages for one request of max_model_len.
+    int64_t need = 0;
+    for (const auto& t : c.groups.types)
+      for (int64_t l : t.layers)
+        if (l >= r.first_layer && l < r.first_layer + r.num_layers) need = checked_add(need, t.pages_per_request);
+    c.request_bytes = std::max(c.request_bytes, Bytes{checked_mul(need, c.page_bytes)});
+    c.ranks.push_back(b);
+  }
+  c.kv_tokens = checked_mul(c.num_gpu_blocks / c.groups.num_groups, layout.block_size);
+  c.max_concurrency = static_cast<double>(c.num_gpu_blocks) / static_cast<double>(c.groups.pages_per_request);
+  return c;
+}
+
+/// vLLM's own figures replace the engine-agnostic budget: the binding rank's (the fewest blocks).
+Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, const ServeReport& serving,
+                                   const CapacityOptions& options) {
+    auto v = vllm_capacity(model, serving, options.gpu_memory, options.utilization);
+    if (!v) return v.error();
+    // The binding rank's budget (the fewest blocks) replaces the engine-agnostic one.
+    const auto binding = std::min_element(v->ranks.begin(), v->ranks.end(), [](const auto& x, const auto& y) {
+      return x.num_blocks < y.num_blocks;
+    });
+    c.usable = v->requested;
+    const ServeReport& rank = serving.stages.empty() ? serving : serving.stages[binding - v->ranks.begin()];
+    c.budget.terms.clear();
+    c.budget.title = serving.stages.empty()
+                         ? "KV cache budget per GPU (vLLM 0.19)"
+                         : fmt::format("KV cache budget per GPU (vLLM 0.19; pipeline rank {}, the fewest blocks)",
+                                       binding->pp_rank);
+    c.budget.add(Term{"usable", "requested: ⌈GPU memory × utilization⌉", "⌈M·u⌉",
+                      fmt::format("⌈{} × {}⌉", options.gpu_memory.count(), options.utilization), v->requested});
+    for (const char* key : {"weights", "activation_workspace", "non_torch"}) {
+      Term t = *rank.memory.find(key);
+      t.label = "minus " + t.label;
+      t.bytes = Bytes{0} - t.bytes;
+      c.budget.add(std::move(t));
+    }
+    c.kv_budget = binding->available;
+    c.kv_blocks = v->num_gpu_blocks;
+    c.kv_tokens = v->kv_tokens;
+    c.max_sequences = static_cast<int64_t>(std::floor(v->max_concurrency));
+    bool room = true;
+    for (const auto& r : v->ranks) room = room && r.available >= v->request_bytes;
+    c.fits = room && v->max_concurrency >= static_cast<double>(serving.kv.batch);
+    c.vllm = std::move(*v);
+  return {};
+}
+
+}  // namespace
 
 Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeReport& serving,
                                            const CapacityOptions& options) {
@@ -372,6 +581,9 @@ Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeRe
     }
     c.max_context_len = lo;
     c.context_limited_by_model = model.max_positions > 0 && lo == model.max_positions;
+
+    if (serving.vllm)
+      if (auto v = apply_vllm_capacity(c, model, serving, options); !v) return v.error();
     return c;
   } catch (const OverflowError&) {
     return Error{ErrorKind::kOverflow, "gpu_memory", "capacity arithmetic overflowed int64; check @gpu_memory"};

@@ -35,6 +35,7 @@
 #include "util/dtype.h"
 #include "util/expected.h"
 #include "serve/kv_cache.h"
+#include "serve/vllm.h"
 #include "model/model_spec.h"
 
 namespace actmem {
@@ -63,7 +64,11 @@ struct ServeOptions {
   int64_t prefill_chunk = 0;  // P: tokens per forward pass; 0 = the whole context of one sequence
   bool flash_attention = true;
   std::optional<Bytes> activation_peak;  // measured peak: replaces the modelled workspace
-  std::optional<Bytes> non_torch;        // unset: kDefaultNonTorch
+  std::optional<Bytes> non_torch;        // unset: kDefaultNonTorch (vLLM: vllm_non_torch)
+  // Set: vLLM v0.19's start-up profile (serve/vllm.h), every field resolved (no 0 = default left):
+  // the forward pass is vllm->max_num_batched_tokens tokens (prefill_chunk must be 0), the sampler
+  // warm-up runs on the last of vllm->pp pipeline ranks, and capacity cuts KV blocks per layer group.
+  std::optional<VllmOptions> vllm;
 };
 
 struct ServeReport {
@@ -74,6 +79,12 @@ struct ServeReport {
   KvCacheReport kv;
   Breakdown activation;  // the candidate peaks; the largest is memory's activation_workspace
   std::vector<std::string> notes;
+  // vLLM with pp > 1: one report per pipeline rank (its layers, weights, KV, profile peak); the
+  // fields above are then the rank whose total is largest. Empty otherwise.
+  std::vector<ServeReport> stages;
+  int64_t first_layer = 0;  // this report's layers: [first_layer, first_layer + num_layers)
+  int64_t num_layers = 0;
+  std::optional<VllmOptions> vllm;  // the vLLM settings it was profiled with
 
   Bytes weights_bytes() const;
   Bytes kv_bytes() const { return kv.total; }
@@ -95,6 +106,30 @@ struct CapacityOptions {
   double utilization = 0.9;       // vLLM --gpu-memory-utilization
 };
 
+/// One vLLM worker's KV budget (GW:387-421): available = requested − weights − peak − non-torch.
+struct VllmRankBudget {
+  int64_t pp_rank = 0;
+  int64_t first_layer = 0;
+  int64_t num_layers = 0;
+  Bytes weights, activation, non_torch;
+  Bytes available;           // "Available KV cache memory"
+  int64_t group_layers = 0;  // layers one block spans on this rank
+  int64_t num_blocks = 0;    // ⌊available / page / group_layers⌋ (KCU:851)
+};
+
+/// What vLLM v0.19 logs after profiling: blocks are the least over the ranks (KCU:1602-1613).
+struct VllmCapacity {
+  Bytes requested;  // ⌈total × utilization⌉ (WU:408-410)
+  std::vector<VllmRankBudget> ranks;
+  VllmKvGroups groups;
+  int64_t page_bytes = 0;      // one layer, one block: B·(values per token per layer)·e
+  int64_t num_gpu_blocks = 0;  // "num_gpu_blocks is: N"
+  int64_t kv_tokens = 0;       // "GPU KV cache size: N tokens" = ⌊blocks / groups⌋·B (KCU:1300-1319)
+  double max_concurrency = 0;  // "Maximum concurrency for T tokens per request: X" (KCU:802-820)
+  int64_t max_model_len = 0;
+  Bytes request_bytes;         // KV one request of max_model_len needs on the busiest rank
+};
+
 /// vLLM's budget: usable = total × utilization; KV budget = usable − weights − activation peak −
 /// non-torch; blocks = ⌊KV budget / (B · per-token KV)⌋ (vllm/worker/worker.py determine_num_available_blocks).
 struct CapacityReport {
@@ -109,6 +144,7 @@ struct CapacityReport {
   bool context_limited_by_model = false;  // max_context_len stopped at the model's max_positions
   bool fits = false;            // the requested batch and context fit in `usable`
   Breakdown budget;             // usable, then what is taken out of it
+  std::optional<VllmCapacity> vllm;  // vLLM's own figures, as its start-up log prints them
 };
 
 /// Example: Llama-3-8B on 39.50 GiB at 0.9 with 9.37 GiB activation and 0.10 GiB non-torch: 5694 blocks of 16.

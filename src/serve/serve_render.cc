@@ -7,6 +7,52 @@
 
 namespace actmem {
 
+namespace {
+
+/// The `vllm` block: the lines of vLLM's start-up log (serve/vllm.h), the first worker's where
+/// ranks differ, then every rank.
+nlohmann::json vllm_json(const ServeResult& r) {
+  const VllmOptions& v = *r.serving.vllm;
+  nlohmann::json vj = {{"version", "0.19"},
+                       {"max_num_batched_tokens", v.max_num_batched_tokens},
+                       {"max_num_seqs", v.max_num_seqs},
+                       {"pp", v.pp},
+                       {"dp", v.dp},
+                       {"hybrid_kv_cache", v.hybrid_kv_cache},
+                       {"cuda_graph_bytes", nullptr},
+                       {"kv_cache_memory_fit_bytes", nullptr}};
+  if (r.capacity && r.capacity->vllm) {
+    const VllmCapacity& c = *r.capacity->vllm;
+    const VllmRankBudget& first = c.ranks.front();  // the log's EngineCore / Worker_PP0 lines
+    vj["weights_bytes"] = first.weights.count();
+    vj["activation_bytes"] = first.activation.count();
+    vj["non_torch_bytes"] = first.non_torch.count();
+    vj["requested_bytes"] = c.requested.count();
+    vj["kv_cache_bytes"] = first.available.count();
+    vj["num_gpu_blocks"] = c.num_gpu_blocks;
+    vj["kv_tokens"] = c.kv_tokens;
+    vj["max_concurrency"] = c.max_concurrency;
+    vj["max_model_len"] = c.max_model_len;
+    vj["request_bytes"] = c.request_bytes.count();
+    nlohmann::json types = nlohmann::json::array();
+    for (const auto& t : c.groups.types)
+      types.push_back({{"kind", t.kind}, {"window", t.window}, {"layers", t.layers.size()}, {"groups", t.groups},
+                       {"pages_per_request", t.pages_per_request}});
+    vj["kv_groups"] = {{"group_size", c.groups.group_size}, {"num_groups", c.groups.num_groups},
+                       {"padding_layers", c.groups.padding_layers}, {"page_bytes", c.page_bytes},
+                       {"pages_per_request", c.groups.pages_per_request}, {"types", types}};
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& b : c.ranks)
+      ranks.push_back({{"pp_rank", b.pp_rank}, {"first_layer", b.first_layer}, {"num_layers", b.num_layers},
+                       {"weights_bytes", b.weights.count()}, {"activation_bytes", b.activation.count()},
+                       {"non_torch_bytes", b.non_torch.count()}, {"kv_cache_bytes", b.available.count()},
+                       {"group_layers", b.group_layers}, {"num_gpu_blocks", b.num_blocks}});
+    vj["ranks"] = ranks;
+  }
+  return vj;
+}
+
+}  // namespace
 
 nlohmann::json serve_json(const ServeResult& r) {
   const ServeReport& s = r.serving;
@@ -47,9 +93,42 @@ nlohmann::json serve_json(const ServeResult& r) {
                      {"fits", c.fits},
                      {"terms", terms_json(c.budget)}};
   }
+  if (s.vllm) j["vllm"] = vllm_json(r);
   j["notes"] = s.notes;
   return j;
 }
+
+namespace {
+
+/// vLLM's own start-up lines, as it would print them (gpu_worker.py, kv_cache_utils.py @8b141ed8c).
+std::string vllm_log_lines(const VllmCapacity& c, int64_t block_size) {
+  auto gib = [](Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b.count()) / (1 << 30)); };
+  std::string out = "\nvLLM 0.19 start-up log, predicted:\n";
+  for (const auto& b : c.ranks) {
+    const std::string who = c.ranks.size() > 1 ? fmt::format("  [PP{}, layers {}..{}] ", b.pp_rank, b.first_layer,
+                                                             b.first_layer + b.num_layers - 1)
+                                               : std::string("  ");
+    out += fmt::format("{}Model loading took {}; torch peak memory increase {}; non-torch forward increase "
+                       "memory {}\n",
+                       who, gib(b.weights), gib(b.activation), gib(b.non_torch));
+    out += fmt::format("{}Available KV cache memory: {} (requested {}){}\n", who, gib(b.available), gib(c.requested),
+                       c.ranks.size() > 1 ? fmt::format(", {} blocks", b.num_blocks) : "");
+  }
+  out += fmt::format("  GPU KV cache size: {} tokens (num_gpu_blocks {}, blocks of {} tokens)\n",
+                     group_digits(c.kv_tokens), c.num_gpu_blocks, block_size);
+  out += fmt::format("  Maximum concurrency for {} tokens per request: {:.2f}x\n", group_digits(c.max_model_len),
+                     c.max_concurrency);
+  std::string groups;
+  for (const auto& t : c.groups.types)
+    groups += fmt::format("{}{} {}{} layers in {} group(s)", groups.empty() ? "" : ", ", t.layers.size(), t.kind,
+                          t.window ? fmt::format(" ({})", t.window) : "", t.groups);
+  out += fmt::format("  KV groups: {}; {} layers per group{}; pages per request {} = {}\n", groups, c.groups.group_size,
+                     c.groups.padding_layers ? fmt::format(", {} padding layer(s)", c.groups.padding_layers) : "",
+                     c.groups.formula, c.groups.pages_per_request);
+  return out;
+}
+
+}  // namespace
 
 std::string serve_table(const ServeResult& r, bool explain) {
   const ServeReport& s = r.serving;
@@ -78,6 +157,7 @@ std::string serve_table(const ServeResult& r, bool explain) {
     out += fmt::format("  max context for {} sequence(s): {}{}\n", kv.batch, c.max_context_len,
                        c.context_limited_by_model ? " (the model's max_position_embeddings)" : "");
     out += fmt::format("  requested batch fits: {}\n", c.fits ? "yes" : "no");
+    if (c.vllm) out += vllm_log_lines(*c.vllm, kv.layout.block_size);
   }
   for (const auto& n : s.notes) out += wrap("note: " + n, 100, "      ") + "\n";  // a 100-column terminal
   if (!explain) out += "\n(--explain shows every weight tensor, KV layer group and workspace candidate with its formula)\n";

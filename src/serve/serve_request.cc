@@ -85,6 +85,18 @@ const std::array kRows{
         ACTMEM_SET_SIZE(gpu_memory)},
     Row{{"gpu_memory_utilization", OptionKind::kReal, "share of GPU memory to use (vLLM)"},
         ACTMEM_SET(option_real, gpu_memory_utilization)},
+    Row{{"vllm_version", OptionKind::kText, "vLLM whose start-up rules apply: 0.19, or none (engine-agnostic)"},
+        ACTMEM_SET(option_text, vllm_version)},
+    Row{{"max_num_batched_tokens", OptionKind::kCount, "vLLM: tokens of the profile pass (0 = its default for the GPU)"},
+        ACTMEM_SET(option_count, max_num_batched_tokens)},
+    Row{{"max_num_seqs", OptionKind::kCount, "vLLM: sequences of the sampler warm-up (0 = its default for the GPU)"},
+        ACTMEM_SET(option_count, max_num_seqs)},
+    Row{{"pp", OptionKind::kCount, "vLLM pipeline-parallel ranks"}, ACTMEM_SET(option_count, pp)},
+    Row{{"dp", OptionKind::kCount, "vLLM data-parallel replicas (each GPU's memory unchanged)"},
+        ACTMEM_SET(option_count, dp)},
+    Row{{"disable_hybrid_kv_cache_manager", OptionKind::kFlag,
+         "vLLM: sliding-window layers kept as full ones (one KV group)"},
+        ACTMEM_SET(option_flag, disable_hybrid_kv_cache_manager)},
 };
 
 #undef ACTMEM_SET
@@ -95,6 +107,76 @@ const std::array<OptionInfo, kRows.size()> kInfos = [] {
   for (std::size_t i = 0; i < kRows.size(); ++i) infos[i] = kRows[i].info;
   return infos;
 }();
+
+/// The GPU named by @gpu or sized by @gpu_memory (neither: no capacity).
+struct ResolvedGpu {
+  std::optional<Bytes> memory;
+  std::optional<GpuSpec> spec;
+  std::string name;  // catalog name, "custom", or empty
+};
+
+Expected<ResolvedGpu> resolve_gpu(const ServeRequest& f) {
+  ResolvedGpu g;
+  if (!f.gpu.empty() && !f.gpu_memory.empty())
+    return Error{ErrorKind::kIncompatible, "gpu_memory",
+                 "@gpu and @gpu_memory: give one; @gpu_memory overrides the catalog, so drop @gpu"};
+  if (!f.gpu.empty()) {
+    auto gpu = find_gpu(f.gpu);
+    if (!gpu) return gpu.error();
+    g.memory = gpu->total;
+    g.name = std::string(gpu->name);
+    g.spec = *gpu;
+  } else if (!f.gpu_memory.empty()) {
+    auto size = optional_size("gpu_memory", f.gpu_memory);
+    if (!size) return size.error();
+    g.memory = *size;
+    if (**size < Bytes{int64_t{1} << 30})
+      return Error{ErrorKind::kInvalid, "gpu_memory",
+                   fmt::format("@gpu_memory {}: less than 1 GiB, which no GPU this tool plans for has; give a unit, "
+                               "e.g. {}GiB",
+                               f.gpu_memory, f.gpu_memory)};
+    g.name = "custom";
+  }
+
+  return g;
+}
+
+/// vLLM's settings with their defaults for the GPU (none under @vllm_version none), and vLLM's
+/// refusal of a context beyond the model's.
+Expected<void> apply_vllm_request(ServeOptions& o, const ModelSpec& model, const ServeRequest& f,
+                                  const std::optional<GpuSpec>& gpu_spec) {
+  auto version = kVllmVersionNames.parse(f.vllm_version);
+  if (!version) return version.error();
+  if (*version == VllmVersion::kNone) {
+    for (const auto& [name, set] : {std::pair{"max_num_batched_tokens", f.max_num_batched_tokens != 0},
+                                    std::pair{"max_num_seqs", f.max_num_seqs != 0}, std::pair{"pp", f.pp != 1},
+                                    std::pair{"dp", f.dp != 1},
+                                    std::pair{"disable_hybrid_kv_cache_manager", f.disable_hybrid_kv_cache_manager}})
+      if (set)
+        return Error{ErrorKind::kIncompatible, name,
+                     fmt::format("@{} is a vLLM setting; drop it, or drop @vllm_version none", name)};
+  } else {
+    const VllmBatchDefaults defaults = vllm_batch_defaults(gpu_spec ? &*gpu_spec : nullptr);
+    VllmOptions v;
+    v.max_num_batched_tokens = f.max_num_batched_tokens ? f.max_num_batched_tokens : defaults.max_num_batched_tokens;
+    v.max_num_seqs = f.max_num_seqs ? f.max_num_seqs : defaults.max_num_seqs;
+    v.pp = f.pp;
+    v.dp = f.dp;
+    v.hybrid_kv_cache = !f.disable_hybrid_kv_cache_manager;
+    v.gpu_sms = gpu_spec ? gpu_spec->sms : 0;
+    o.vllm = v;
+    // vLLM refuses a max_model_len beyond what it derives from the config (vllm/config/model.py:2157-2170).
+    const int64_t derived = model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
+    if (derived > 0 && f.context_len > derived)
+      return Error{ErrorKind::kIncompatible, "context_len",
+                   fmt::format("@context_len {}: vLLM refuses it, the model's derived max_model_len is {} "
+                               "(max_position_embeddings{}); use @context_len <= {}",
+                               f.context_len, derived, model.derived_max_len > 0 ? " × its RoPE scaling factor" : "",
+                               derived)};
+  }
+
+  return {};
+}
 
 }  // namespace
 
@@ -148,30 +230,25 @@ Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
   if (!non_torch) return non_torch.error();
   o.non_torch = *non_torch;
 
+  auto gpu = resolve_gpu(f);
+  if (!gpu) return gpu.error();
+  const std::optional<Bytes> gpu_memory = gpu->memory;
+  const std::optional<GpuSpec>& gpu_spec = gpu->spec;
+  const std::string& gpu_name = gpu->name;
+  if (auto v = apply_vllm_request(o, model, f, gpu_spec); !v) return v.error();
+
   auto serving = estimate_serving(model, o);
   if (!serving) return serving.error();
-  ServeResult result{model.name, std::move(*serving), std::nullopt, ""};
-
-  if (!f.gpu.empty() && !f.gpu_memory.empty())
-    return Error{ErrorKind::kIncompatible, "gpu_memory",
-                 "@gpu and @gpu_memory: give one; @gpu_memory overrides the catalog, so drop @gpu"};
-  std::optional<Bytes> gpu_memory;
-  if (!f.gpu.empty()) {
-    auto gpu = find_gpu(f.gpu);
-    if (!gpu) return gpu.error();
-    gpu_memory = gpu->total;
-    result.gpu_name = std::string(gpu->name);
-  } else if (!f.gpu_memory.empty()) {
-    auto size = optional_size("gpu_memory", f.gpu_memory);
-    if (!size) return size.error();
-    gpu_memory = *size;
-    if (**size < Bytes{int64_t{1} << 30})
-      return Error{ErrorKind::kInvalid, "gpu_memory",
-                   fmt::format("@gpu_memory {}: less than 1 GiB, which no GPU this tool plans for has; give a unit, "
-                               "e.g. {}GiB",
-                               f.gpu_memory, f.gpu_memory)};
-    result.gpu_name = "custom";
-  }
+  ServeResult result{model.name, std::move(*serving), std::nullopt, gpu_name};
+  if (o.vllm && !f.max_num_batched_tokens)
+    result.serving.notes.push_back(fmt::format(
+        "max_num_batched_tokens {} and max_num_seqs {}: vLLM's defaults for `vllm serve` ({}; "
+        "vllm/engine/arg_utils.py:2087-2107)",
+        o.vllm->max_num_batched_tokens, o.vllm->max_num_seqs,
+        vllm_batch_defaults(gpu_spec ? &*gpu_spec : nullptr).rule));
+  if (o.vllm && o.vllm->dp > 1)
+    result.serving.notes.push_back(fmt::format(
+        "dp {}: each data-parallel replica holds its own weights and KV cache; the figures are per GPU", o.vllm->dp));
   if (gpu_memory) {
     auto capacity = estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization});
     if (!capacity) return capacity.error();

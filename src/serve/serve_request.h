@@ -41,6 +41,13 @@ struct ServeRequest {
   std::string gpu;               // catalog name; empty: no capacity
   std::string gpu_memory;        // a size; empty: no capacity (or the catalog's)
   double gpu_memory_utilization = 0.9;
+  // vLLM's start-up rules (serve/vllm.h): "0.19" (the default) or "none" (engine-agnostic).
+  std::string vllm_version = "0.19";
+  int64_t max_num_batched_tokens = 0;  // 0: vLLM's default for the GPU (8192 on H100-class, else 2048)
+  int64_t max_num_seqs = 0;            // 0: vLLM's default for the GPU (1024 on H100-class, else 256)
+  int64_t pp = 1;                      // vLLM pipeline ranks
+  int64_t dp = 1;                      // vLLM data-parallel replicas (per-GPU memory unchanged)
+  bool disable_hybrid_kv_cache_manager = false;
 };
 
 /// The serving estimate and, with gpu or gpu_memory, the capacity. result.model_name is model.name.

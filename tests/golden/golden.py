@@ -108,9 +108,9 @@ def serve_commands(rng, model, n):
         if rng.random() < 0.2:
             a += ["--mla-cache", rng.choice(["latent", "decompressed"])]
         if rng.random() < 0.2:
-            a += ["--prefill-chunk", str(rng.choice([512, 2048]))]
-        if rng.random() < 0.2:
-            a += ["--attention", "eager"]
+            a += ["--max-num-batched-tokens", str(rng.choice([512, 2048]))]
+        if rng.random() < 0.2:  # the engine-agnostic model (vLLM has no eager score matrix)
+            a += ["--vllm-version", "none", "--attention", "eager"]
         if rng.random() < 0.5:
             a += ["--gpu", rng.choice(["h100-80gb", "a100-40gb", "h200-141gb", "l40s-48gb", "h200"])]
         elif rng.random() < 0.3:

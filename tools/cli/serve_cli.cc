@@ -59,6 +59,21 @@ Expected<ServeResult> run_serve(const ServeFlags& f) {
   return serve(*model, f.request);
 }
 
+/// vLLM's own settings: the version whose rules apply, the profile's batch, PP/DP, the KV manager.
+void add_vllm_flags(CLI::App& sub, ServeRequest& request) {
+  sub.add_option("--vllm-version", request.vllm_version,
+                  "vLLM whose start-up rules apply: 0.19, or none (engine-agnostic:\n--prefill-chunk forward, 512 MiB non-torch)")
+      ->capture_default_str();
+  sub.add_option("--max-num-batched-tokens", request.max_num_batched_tokens,
+                  "vLLM: tokens of the profile forward pass (default: 8192 on\nH100-class GPUs, else 2048)");
+  sub.add_option("--max-num-seqs", request.max_num_seqs,
+                  "vLLM: requests of the sampler warm-up (default: 1024 on\nH100-class GPUs, else 256)");
+  sub.add_option("--pp", request.pp, "vLLM pipeline-parallel ranks")->capture_default_str();
+  sub.add_option("--dp", request.dp, "vLLM data-parallel replicas (per-GPU memory unchanged)")->capture_default_str();
+  sub.add_flag("--disable-hybrid-kv-cache-manager", request.disable_hybrid_kv_cache_manager,
+                "vLLM: sliding-window layers kept as full ones (one KV group)");
+}
+
 }  // namespace
 
 std::function<int()> add_serve_command(CLI::App& app) {
@@ -81,17 +96,19 @@ std::function<int()> add_serve_command(CLI::App& app) {
   sub->add_option("--block-size", flags->request.block_size, "Paged KV block in tokens (0 = contiguous)")->capture_default_str();
   sub->add_option("--mla-cache", flags->request.mla_cache, "MLA cache: latent (vLLM, SGLang) or decompressed (HF)")
       ->capture_default_str();
-  sub->add_option("--prefill-chunk", flags->request.prefill_chunk, "Tokens per forward pass (0 = a whole context)")
+  sub->add_option("--prefill-chunk", flags->request.prefill_chunk, "--vllm-version none: tokens per forward pass (0 = a whole\ncontext); vLLM: --max-num-batched-tokens")
       ->capture_default_str();
   flags->attention = sub->add_option("--attention", flags->request.attention,
                                      "flash or eager (eager keeps the score matrix);\n--generate: eager, sdpa (default) or flash")
                          ->capture_default_str();
   sub->add_option("--activation-peak", flags->request.activation_peak, "Measured activation peak, e.g. 9.37GiB (replaces the model)");
-  sub->add_option("--non-torch-memory", flags->request.non_torch_memory, "Measured non-torch memory, e.g. 0.10GiB (default 512MiB)");
+  sub->add_option("--non-torch-memory", flags->request.non_torch_memory,
+                  "Measured non-torch memory, e.g. 0.10GiB (default: vLLM 0.19's\nmeasured increase; 512MiB with --vllm-version none)");
   sub->add_option("--gpu", flags->request.gpu, "GPU from the catalog, e.g. h100-80gb");
   sub->add_option("--gpu-memory", flags->request.gpu_memory, "GPU memory as cudaMemGetInfo reports it, e.g. 79.2GiB");
   sub->add_option("--gpu-memory-utilization", flags->request.gpu_memory_utilization, "Share of GPU memory to use (vLLM)")
       ->capture_default_str();
+  add_vllm_flags(*sub, flags->request);
   sub->add_flag("--generate", flags->generate, "HF generate() on one GPU: weights + DynamicCache + prefill workspace");
   sub->add_option("--prompt-len", flags->prompt_len, "--generate: prompt tokens per sequence");
   sub->add_option("--new-tokens", flags->new_tokens, "--generate: max_new_tokens");

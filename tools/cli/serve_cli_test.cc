@@ -36,7 +36,7 @@ CliRun run_serve(std::vector<std::string> args) {
 // The contract keys, for Llama-3-8B in bf16 (131072 B of KV per token).
 TEST(ServeCli, JsonContract) {
   CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "8192", "--batch", "4", "--kv-dtype", "bf16", "--tp",
-                     "1", "--block-size", "16", "--prefill-chunk", "2048", "--json"});
+                     "1", "--block-size", "16", "--max-num-batched-tokens", "2048", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["kv_cache"]["per_token_bytes"], 131072);
@@ -61,7 +61,7 @@ TEST(ServeCli, CapacityWithMeasuredAmounts) {
 TEST(ServeCli, TableNamesEveryTerm) {
   CliRun r = run_serve({"--model", "llama-3-8b", "--context-len", "4096", "--gpu", "h100-80gb"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  for (const char* s : {"weights (bf16)", "KV cache (bf16, 1 × 4096 tokens)", "activation workspace", "non-torch",
+  for (const char* s : {"weights (bf16)", "KV cache (bf16, 1 × 4096 tokens)", "profile peak", "non-torch",
                         "16,060,522,496", "max sequences of 4096 tokens", "per token"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   // --explain adds each weight tensor and formula: q_proj is a·d·h per layer, 32 × 4096 × 4096 × 2 B.

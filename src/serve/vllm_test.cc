@@ -1,0 +1,140 @@
+// vLLM v0.19's start-up rules (serve/vllm.h), each value worked by hand from the rule it tests, and
+// whole start-ups held against the v0.19.0 logs of ../shared/data/vllm-0.19 (H100-80GB), whose
+// lines are quoted in validation/notes/vllm_019_memory.md.
+#include "serve/vllm.h"
+
+#include <gtest/gtest.h>
+
+#include "model/hf_config.h"
+#include "model/presets.h"
+#include "serve/gpu_catalog.h"
+#include "serve/serve_request.h"
+
+namespace actmem {
+namespace {
+
+ModelSpec config(const std::string& file) {
+  auto spec = load_hf_config(std::string{ACTMEM_SOURCE_DIR} + "/tests/data/configs/" + file);
+  EXPECT_TRUE(spec) << (spec ? "" : spec.error().message);
+  return *spec;
+}
+
+// vllm/distributed/utils.py get_pp_indices: the remainder goes to the ranks before the last.
+TEST(Vllm, PipelinePartition) {
+  EXPECT_EQ(vllm_pp_partition(32, 2), (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(vllm_pp_partition(32, 3), (std::vector<int64_t>{11, 11, 10}));
+  EXPECT_EQ(vllm_pp_partition(30, 4), (std::vector<int64_t>{7, 8, 8, 7}));
+}
+
+// vllm/engine/arg_utils.py:2087-2107: >= 70 GiB and not an A100 -> 8192 / 1024, else 2048 / 256.
+TEST(Vllm, BatchDefaultsByGpu) {
+  const GpuSpec h100 = *find_gpu("h100-80gb");
+  EXPECT_EQ(vllm_batch_defaults(&h100).max_num_batched_tokens, 8192);
+  EXPECT_EQ(vllm_batch_defaults(&h100).max_num_seqs, 1024);
+  const GpuSpec a100 = *find_gpu("a100-80gb");
+  EXPECT_EQ(vllm_batch_defaults(&a100).max_num_batched_tokens, 2048);
+  const GpuSpec l40s = *find_gpu("l40s-48gb");
+  EXPECT_EQ(vllm_batch_defaults(&l40s).max_num_seqs, 256);
+  EXPECT_EQ(vllm_batch_defaults(nullptr).max_num_batched_tokens, 2048);
+}
+
+// Llama-3-8B shapes (h 4096, V 128256), bf16, n 1024, T 8192, 132 SMs:
+// 1024·128256·14 + 132·128256·4 + 8192·4096·2 + 2·1024·4096·2 = 1,990,283,264 B = 1.854 GiB
+// (the v0.19.0 log of Llama-3.1-8B at TP 1, 2 and 4: "torch peak memory increase: 1.89GiB").
+TEST(Vllm, SamplerWarmup) {
+  const ModelSpec m = *load_model("llama-3-8b");
+  EXPECT_EQ(vllm_sampler_warmup(m, 1024, 8192, 2, 132).bytes.count(), int64_t{1'990'283'264});
+  // fp32: the logits are already fp32 (no copy): 12 bytes per logit; 128 scratch rows for n = 100.
+  EXPECT_EQ(vllm_sampler_warmup(m, 100, 2048, 4, 132).bytes.count(),
+            int64_t{100} * 128256 * 12 + 128 * 128256 * 4 + int64_t{2048} * 4096 * 4 + 2 * 100 * 4096 * 4);
+}
+
+// KCU:1042-1071: Gemma 2 alternates sliding (4096) and full layers, 13 and 13: one group size 13,
+// 2 groups, no padding; a request of 8192 with 8192 batched tokens holds 512 + (⌈8192/16⌉ + 1) pages.
+// The gemma-2-2b log: 83,770 blocks and "Maximum concurrency ... 81.73x" = 83770 / 1025.
+TEST(Vllm, KvGroupsGemma2) {
+  auto g = vllm_kv_groups(config("gemma-2-2b.json"), 16, 8192, 8192, true);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->hybrid);
+  EXPECT_EQ(g->group_size, 13);
+  EXPECT_EQ(g->num_groups, 2);
+  EXPECT_EQ(g->padding_layers, 0);
+  EXPECT_EQ(g->pages_per_request, 1025);
+  EXPECT_NEAR(83770.0 / static_cast<double>(g->pages_per_request), 81.73, 0.005);
+  // --disable-hybrid-kv-cache-manager: every layer a full one, one group of 26.
+  auto full = vllm_kv_groups(config("gemma-2-2b.json"), 16, 8192, 8192, false);
+  EXPECT_EQ(full->group_size, 26);
+  EXPECT_EQ(full->pages_per_request, 512);
+}
+
+// Gemma 3 1B: every 6th layer full (4 of 26), 22 sliding (512): group size 4, ⌈22/4⌉ = 6 sliding
+// groups with 2 padding layers ("Add 2 padding layers"), 7 groups; at 8192 / 8192 batched a sliding
+// group holds ⌈min(511 + 8192, 8192)/16⌉ + 1 = 513 pages.
+TEST(Vllm, KvGroupsGemma3Padding) {
+  auto g = vllm_kv_groups(config("gemma-3-1b-it.json"), 16, 8192, 8192, true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->group_size, 4);
+  EXPECT_EQ(g->num_groups, 7);
+  EXPECT_EQ(g->padding_layers, 2);
+  EXPECT_EQ(g->pages_per_request, 512 + 6 * 513);
+  // With 512 batched tokens the window does save: ⌈min(511 + 512, 8192)/16⌉ + 1 = 65 pages.
+  auto small = vllm_kv_groups(config("gemma-3-1b-it.json"), 16, 8192, 512, true);
+  EXPECT_EQ(small->pages_per_request, 512 + 6 * 65);
+  // Pipeline rank of layers 0..12: group i of a type holds layers[i::groups]; the busiest group has 2.
+  EXPECT_EQ(vllm_rank_group_layers(*g, 0, 13), 2);
+}
+
+// A whole start-up: Llama-3-8B shapes on H100-80GB at 0.95 (the Llama-3.1-8B-Instruct log: 14.99 GiB
+// of weights, 1.89 peak, 0.25 non-torch, 58.11 GiB available, 29,751 blocks, 58.11x).
+// requested = ⌈85045477376 × 0.95⌉; available = requested − weights − sampler − 256 MiB;
+// blocks = ⌊available / (16·8·128·2·2) / 32⌋; concurrency = blocks / 512.
+TEST(Vllm, StartupLlama8bOnH100) {
+  ServeRequest r;
+  r.context_len = 8192;
+  r.gpu = "h100-80gb";
+  r.gpu_memory_utilization = 0.95;
+  auto result = serve(*load_model("llama-3-8b"), r);
+  ASSERT_TRUE(result) << result.error().message;
+  const VllmCapacity& c = *result->capacity->vllm;
+  const int64_t requested = 80793203508;  // ⌈85045477376 × 0.95⌉
+  EXPECT_EQ(c.requested.count(), requested);
+  const int64_t available = requested - 16'060'522'496 - 1'990'283'264 - (int64_t{256} << 20);
+  EXPECT_EQ(c.ranks.front().available.count(), available);
+  EXPECT_EQ(c.num_gpu_blocks, available / 65536 / 32);
+  EXPECT_EQ(c.kv_tokens, c.num_gpu_blocks * 16);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, static_cast<double>(c.num_gpu_blocks) / 512.0);
+  EXPECT_NEAR(static_cast<double>(c.num_gpu_blocks), 29751.0, 29751.0 * 0.002);  // the log, within 0.2%
+}
+
+// PP 2 (the Llama-3.1-8B tp1pp2 log): rank 1 adds the receive buffer 2·8192·4096·2 to its sampler
+// peak (logged 2.01 GiB), and the blocks are the least over the ranks (logged 67,207).
+TEST(Vllm, PipelineRanksTakeTheFewestBlocks) {
+  ServeRequest r;
+  r.context_len = 8192;
+  r.gpu = "h100-80gb";
+  r.gpu_memory_utilization = 0.95;
+  r.pp = 2;
+  auto result = serve(*load_model("llama-3-8b"), r);
+  ASSERT_TRUE(result) << result.error().message;
+  const VllmCapacity& c = *result->capacity->vllm;
+  ASSERT_EQ(c.ranks.size(), 2u);
+  EXPECT_EQ(c.ranks[1].activation.count(), int64_t{1'990'283'264} + 2 * 8192 * 4096 * 2);
+  EXPECT_EQ(c.num_gpu_blocks, std::min(c.ranks[0].num_blocks, c.ranks[1].num_blocks));
+  EXPECT_EQ(c.ranks[0].group_layers, 16);
+  EXPECT_NEAR(static_cast<double>(c.num_gpu_blocks), 67207.0, 67207.0 * 0.002);
+}
+
+// vllm/config/model.py:2157-2170: a max_model_len beyond the model's is refused (phi-2: 2048
+// positions; the data's phi-2 run at 8192 failed with this check).
+TEST(Vllm, RefusesContextBeyondTheModel) {
+  ServeRequest r;
+  r.context_len = 8192;
+  auto result = serve(config("phi-2.json"), r);
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.error().message.find("derived max_model_len is 2048"), std::string::npos) << result.error().message;
+  r.vllm_version = "none";
+  EXPECT_TRUE(serve(config("phi-2.json"), r));  // the engine-agnostic model does not check it (RoPE)
+}
+
+}  // namespace
+}  // namespace actmem
