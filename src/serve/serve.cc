@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/weight_tensors.h"
+#include "serve/serve_vllm.h"
 
 namespace actmem {
 
@@ -192,10 +193,6 @@ Breakdown activation_candidates(const ModelSpec& m, int64_t tp, const ForwardSha
   return b;
 }
 
-}  // namespace
-
-namespace {
-
 /// The memory term of the activation peak: the largest candidate (vLLM: plus a later rank's
 /// receive buffer), or the measured peak given.
 Term activation_term(Breakdown& activation, const ModelSpec& model, const ServeOptions& options, bool first_stage,
@@ -349,6 +346,7 @@ Bytes ServeReport::non_torch_bytes() const { return memory.find("non_torch")->by
 
 Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOptions& options) {
   if (auto ok = model.validate(); !ok) return ok.error();
+  if (auto ok = check_vllm_context(model, options); !ok) return ok.error();
   if (model.encoder)  // BERT / RoBERTa: bidirectional, no KV cache, nothing to decode token by token
     return Error{ErrorKind::kIncompatible, "model",
                  fmt::format("@model: model_type '{}' is an encoder (bidirectional attention, no KV cache); "
@@ -399,29 +397,7 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   auto quant = resolve_quant(options.weights, base);
   if (!quant) return quant.error();
 
-  if (options.vllm) {
-    const VllmOptions& v = *options.vllm;
-    if (options.prefill_chunk > 0)
-      return Error{ErrorKind::kIncompatible, "prefill_chunk",
-                   "@prefill_chunk: vLLM's profile pass is @max_num_batched_tokens tokens; give that instead, or "
-                   "@vllm_version none for an engine-agnostic forward pass"};
-    if (!options.flash_attention)
-      return Error{ErrorKind::kIncompatible, "attention",
-                   "@attention eager: vLLM has no eager score matrix (its backends are fused kernels); drop it, or "
-                   "@vllm_version none"};
-    if (v.max_num_batched_tokens < 1 || v.max_num_batched_tokens > (int64_t{1} << 24) || v.max_num_seqs < 1 ||
-        v.max_num_seqs > (int64_t{1} << 20))
-      return Error{ErrorKind::kInvalid, "max_num_batched_tokens",
-                   fmt::format("@max_num_batched_tokens {} / @max_num_seqs {}: use 1..16777216 tokens and 1..1048576 "
-                               "sequences",
-                               v.max_num_batched_tokens, v.max_num_seqs)};
-    if (v.pp < 1 || v.pp > model.num_layers)
-      return Error{ErrorKind::kIncompatible, "pp",
-                   fmt::format("@pp {}: must be 1..{} (num_hidden_layers); vLLM gives each rank at least one layer",
-                               v.pp, model.num_layers)};
-    if (v.dp < 1 || v.dp > (int64_t{1} << 14))
-      return Error{ErrorKind::kInvalid, "dp", fmt::format("@dp {}: must be 1..16384", v.dp)};
-  }
+  if (auto ok = check_vllm_options(model, options); !ok) return ok.error();
 
   try {
     if (!options.vllm || options.vllm->pp == 1)
@@ -450,88 +426,6 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   }
 }
 
-namespace {
-
-/// vLLM v0.19's budget and block count on every pipeline rank (serve/vllm.h).
-Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& serving, Bytes total, double util) {
-  const VllmOptions& v = *serving.vllm;
-  const KvCacheLayout& layout = serving.kv.layout;
-  VllmCapacity c;
-  c.requested = Bytes{static_cast<int64_t>(std::ceil(static_cast<double>(total.count()) * util))};
-  c.max_model_len = serving.kv.context_len;
-  auto groups = vllm_kv_groups(model, layout.block_size, c.max_model_len, v.max_num_batched_tokens, v.hybrid_kv_cache);
-  if (!groups) return groups.error();
-  c.groups = std::move(*groups);
-  c.page_bytes = checked_mul(checked_mul(layout.block_size, layout.values_per_token_per_layer), layout.element_bytes);
-  std::vector<const ServeReport*> ranks;
-  if (serving.stages.empty())
-    ranks.push_back(&serving);
-  else
-    for (const auto& s : serving.stages) ranks.push_back(&s);
-  c.num_gpu_blocks = INT64_MAX;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const ServeReport& r = *ranks[i];
-    VllmRankBudget b;
-    b.pp_rank = static_cast<int64_t>(i);
-    b.first_layer = r.first_layer;
-    b.num_layers = r.num_layers;
-    b.weights = r.weights_bytes();
-    b.activation = r.activation_bytes();
-    b.non_torch = r.non_torch_bytes();
-    b.available = c.requested - b.weights - b.activation - b.non_torch;
-    b.group_layers = vllm_rank_group_layers(c.groups, r.first_layer, r.num_layers);
-    b.num_blocks = std::max<int64_t>(0, b.available.count()) / c.page_bytes / b.group_layers;
-    c.num_gpu_blocks = std::min(c.num_gpu_blocks, b.num_blocks);
-    // check_enough_kv_cache_memory (KCU): every layer's pages for one request of max_model_len.
-    int64_t need = 0;
-    for (const auto& t : c.groups.types)
-      for (int64_t l : t.layers)
-        if (l >= r.first_layer && l < r.first_layer + r.num_layers) need = checked_add(need, t.pages_per_request);
-    c.request_bytes = std::max(c.request_bytes, Bytes{checked_mul(need, c.page_bytes)});
-    c.ranks.push_back(b);
-  }
-  c.kv_tokens = checked_mul(c.num_gpu_blocks / c.groups.num_groups, layout.block_size);
-  c.max_concurrency = static_cast<double>(c.num_gpu_blocks) / static_cast<double>(c.groups.pages_per_request);
-  return c;
-}
-
-/// vLLM's own figures replace the engine-agnostic budget: the binding rank's (the fewest blocks).
-Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, const ServeReport& serving,
-                                   const CapacityOptions& options) {
-    auto v = vllm_capacity(model, serving, options.gpu_memory, options.utilization);
-    if (!v) return v.error();
-    // The binding rank's budget (the fewest blocks) replaces the engine-agnostic one.
-    const auto binding = std::min_element(v->ranks.begin(), v->ranks.end(), [](const auto& x, const auto& y) {
-      return x.num_blocks < y.num_blocks;
-    });
-    c.usable = v->requested;
-    const ServeReport& rank = serving.stages.empty() ? serving : serving.stages[binding - v->ranks.begin()];
-    c.budget.terms.clear();
-    c.budget.title = serving.stages.empty()
-                         ? "KV cache budget per GPU (vLLM 0.19)"
-                         : fmt::format("KV cache budget per GPU (vLLM 0.19; pipeline rank {}, the fewest blocks)",
-                                       binding->pp_rank);
-    c.budget.add(Term{"usable", "requested: ⌈GPU memory × utilization⌉", "⌈M·u⌉",
-                      fmt::format("⌈{} × {}⌉", options.gpu_memory.count(), options.utilization), v->requested});
-    for (const char* key : {"weights", "activation_workspace", "non_torch"}) {
-      Term t = *rank.memory.find(key);
-      t.label = "minus " + t.label;
-      t.bytes = Bytes{0} - t.bytes;
-      c.budget.add(std::move(t));
-    }
-    c.kv_budget = binding->available;
-    c.kv_blocks = v->num_gpu_blocks;
-    c.kv_tokens = v->kv_tokens;
-    c.max_sequences = static_cast<int64_t>(std::floor(v->max_concurrency));
-    bool room = true;
-    for (const auto& r : v->ranks) room = room && r.available >= v->request_bytes;
-    c.fits = room && v->max_concurrency >= static_cast<double>(serving.kv.batch);
-    c.vllm = std::move(*v);
-  return {};
-}
-
-}  // namespace
-
 Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeReport& serving,
                                            const CapacityOptions& options) {
   if (options.gpu_memory.count() <= 0)
@@ -548,12 +442,7 @@ Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeRe
     c.budget.title = "KV cache budget per GPU (vLLM)";
     c.budget.add(Term{"usable", "GPU memory × utilization", "M·u",
                       fmt::format("{} × {}", options.gpu_memory.count(), options.utilization), c.usable});
-    for (const char* key : {"weights", "activation_workspace", "non_torch"}) {
-      Term t = *serving.memory.find(key);
-      t.label = "minus " + t.label;
-      t.bytes = Bytes{0} - t.bytes;
-      c.budget.add(std::move(t));
-    }
+    subtract_from_budget(c.budget, serving);
     c.kv_budget = c.budget.total();
     c.fits = serving.total() <= c.usable;
 

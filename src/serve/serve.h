@@ -115,6 +115,7 @@ struct VllmRankBudget {
   Bytes available;           // "Available KV cache memory"
   int64_t group_layers = 0;  // layers one block spans on this rank
   int64_t num_blocks = 0;    // ⌊available / page / group_layers⌋ (KCU:851)
+  Bytes request_bytes;       // KV one request of max_model_len needs in this rank's layers
 };
 
 /// What vLLM v0.19 logs after profiling: blocks are the least over the ranks (KCU:1602-1613).
@@ -127,7 +128,7 @@ struct VllmCapacity {
   int64_t kv_tokens = 0;       // "GPU KV cache size: N tokens" = ⌊blocks / groups⌋·B (KCU:1300-1319)
   double max_concurrency = 0;  // "Maximum concurrency for T tokens per request: X" (KCU:802-820)
   int64_t max_model_len = 0;
-  Bytes request_bytes;         // KV one request of max_model_len needs on the busiest rank
+  Bytes request_bytes;         // the largest of the ranks' request_bytes
 };
 
 /// vLLM's budget: usable = total × utilization; KV budget = usable − weights − activation peak −

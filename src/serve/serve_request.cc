@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "serve/gpu_catalog.h"
 #include "serve/serve.h"
@@ -141,10 +142,11 @@ Expected<ResolvedGpu> resolve_gpu(const ServeRequest& f) {
   return g;
 }
 
-/// vLLM's settings with their defaults for the GPU (none under @vllm_version none), and vLLM's
-/// refusal of a context beyond the model's.
-Expected<void> apply_vllm_request(ServeOptions& o, const ModelSpec& model, const ServeRequest& f,
-                                  const std::optional<GpuSpec>& gpu_spec) {
+/// vLLM's settings with their defaults for the GPU (none under @vllm_version none); returns the
+/// notes saying which defaults applied.
+Expected<std::vector<std::string>> apply_vllm_request(ServeOptions& o, const ServeRequest& f,
+                                                      const std::optional<GpuSpec>& gpu_spec) {
+  std::vector<std::string> notes;
   auto version = kVllmVersionNames.parse(f.vllm_version);
   if (!version) return version.error();
   if (*version == VllmVersion::kNone) {
@@ -165,17 +167,15 @@ Expected<void> apply_vllm_request(ServeOptions& o, const ModelSpec& model, const
     v.hybrid_kv_cache = !f.disable_hybrid_kv_cache_manager;
     v.gpu_sms = gpu_spec ? gpu_spec->sms : 0;
     o.vllm = v;
-    // vLLM refuses a max_model_len beyond what it derives from the config (vllm/config/model.py:2157-2170).
-    const int64_t derived = model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
-    if (derived > 0 && f.context_len > derived)
-      return Error{ErrorKind::kIncompatible, "context_len",
-                   fmt::format("@context_len {}: vLLM refuses it, the model's derived max_model_len is {} "
-                               "(max_position_embeddings{}); use @context_len <= {}",
-                               f.context_len, derived, model.derived_max_len > 0 ? " × its RoPE scaling factor" : "",
-                               derived)};
+    if (!f.max_num_batched_tokens)
+      notes.push_back(fmt::format("max_num_batched_tokens {} and max_num_seqs {}: vLLM's defaults for `vllm serve` "
+                                  "({}; vllm/engine/arg_utils.py:2087-2107)",
+                                  v.max_num_batched_tokens, v.max_num_seqs, defaults.rule));
+    if (v.dp > 1)
+      notes.push_back(fmt::format(
+          "dp {}: each data-parallel replica holds its own weights and KV cache; the figures are per GPU", v.dp));
   }
-
-  return {};
+  return notes;
 }
 
 }  // namespace
@@ -235,20 +235,13 @@ Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
   const std::optional<Bytes> gpu_memory = gpu->memory;
   const std::optional<GpuSpec>& gpu_spec = gpu->spec;
   const std::string& gpu_name = gpu->name;
-  if (auto v = apply_vllm_request(o, model, f, gpu_spec); !v) return v.error();
+  auto vllm_notes = apply_vllm_request(o, f, gpu_spec);
+  if (!vllm_notes) return vllm_notes.error();
 
   auto serving = estimate_serving(model, o);
   if (!serving) return serving.error();
   ServeResult result{model.name, std::move(*serving), std::nullopt, gpu_name};
-  if (o.vllm && !f.max_num_batched_tokens)
-    result.serving.notes.push_back(fmt::format(
-        "max_num_batched_tokens {} and max_num_seqs {}: vLLM's defaults for `vllm serve` ({}; "
-        "vllm/engine/arg_utils.py:2087-2107)",
-        o.vllm->max_num_batched_tokens, o.vllm->max_num_seqs,
-        vllm_batch_defaults(gpu_spec ? &*gpu_spec : nullptr).rule));
-  if (o.vllm && o.vllm->dp > 1)
-    result.serving.notes.push_back(fmt::format(
-        "dp {}: each data-parallel replica holds its own weights and KV cache; the figures are per GPU", o.vllm->dp));
+  for (auto& n : *vllm_notes) result.serving.notes.push_back(std::move(n));
   if (gpu_memory) {
     auto capacity = estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization});
     if (!capacity) return capacity.error();

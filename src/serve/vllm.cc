@@ -17,8 +17,9 @@ VllmBatchDefaults vllm_batch_defaults(const GpuSpec* gpu) {
 }
 
 std::vector<int64_t> vllm_pp_partition(int64_t num_layers, int64_t pp) {
-  std::vector<int64_t> parts(static_cast<size_t>(std::max<int64_t>(pp, 1)), num_layers / std::max<int64_t>(pp, 1));
-  const int64_t remaining = num_layers % std::max<int64_t>(pp, 1);
+  pp = std::max<int64_t>(pp, 1);
+  std::vector<int64_t> parts(static_cast<size_t>(pp), num_layers / pp);
+  const int64_t remaining = num_layers % pp;
   for (int64_t i = 2; i < remaining + 2; ++i) ++parts[parts.size() - static_cast<size_t>(i)];
   return parts;
 }
