@@ -167,10 +167,12 @@ Expected<std::vector<std::string>> apply_vllm_request(ServeOptions& o, const Ser
     v.hybrid_kv_cache = !f.disable_hybrid_kv_cache_manager;
     v.gpu_sms = gpu_spec ? gpu_spec->sms : 0;
     o.vllm = v;
-    if (!f.max_num_batched_tokens)
-      notes.push_back(fmt::format("max_num_batched_tokens {} and max_num_seqs {}: vLLM's defaults for `vllm serve` "
-                                  "({}; vllm/engine/arg_utils.py:2087-2107)",
-                                  v.max_num_batched_tokens, v.max_num_seqs, defaults.rule));
+    std::vector<std::string> defaulted;
+    if (!f.max_num_batched_tokens) defaulted.push_back(fmt::format("max_num_batched_tokens {}", v.max_num_batched_tokens));
+    if (!f.max_num_seqs) defaulted.push_back(fmt::format("max_num_seqs {}", v.max_num_seqs));
+    if (!defaulted.empty())
+      notes.push_back(fmt::format("{}: vLLM's default{} for `vllm serve` ({}; vllm/engine/arg_utils.py:2087-2107)",
+                                  fmt::join(defaulted, " and "), defaulted.size() > 1 ? "s" : "", defaults.rule));
     if (v.dp > 1)
       notes.push_back(fmt::format(
           "dp {}: each data-parallel replica holds its own weights and KV cache; the figures are per GPU", v.dp));

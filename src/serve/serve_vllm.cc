@@ -125,9 +125,9 @@ Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, co
   c.kv_blocks = v->num_gpu_blocks;
   c.kv_tokens = v->kv_tokens;
   c.max_sequences = static_cast<int64_t>(std::floor(v->max_concurrency));
-  const Bytes need = v->request_bytes;
+  // check_enough_kv_cache_memory: every rank must hold one request of max_model_len of its own layers.
   const bool room = std::all_of(v->ranks.begin(), v->ranks.end(),
-                                [&](const VllmRankBudget& r) { return r.available >= need; });
+                                [](const VllmRankBudget& r) { return r.available >= r.request_bytes; });
   c.fits = room && v->max_concurrency >= static_cast<double>(serving.kv.batch);
   c.vllm = std::move(*v);
   return {};

@@ -3,6 +3,8 @@
 // lines are quoted in validation/notes/vllm_019_memory.md.
 #include "serve/vllm.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "model/hf_config.h"
@@ -122,6 +124,21 @@ TEST(Vllm, PipelineRanksTakeTheFewestBlocks) {
   EXPECT_EQ(c.num_gpu_blocks, std::min(c.ranks[0].num_blocks, c.ranks[1].num_blocks));
   EXPECT_EQ(c.ranks[0].group_layers, 16);
   EXPECT_NEAR(static_cast<double>(c.num_gpu_blocks), 67207.0, 67207.0 * 0.002);
+}
+
+// The notes name each setting vLLM defaulted (arg_utils.py:2087-2107), and only those.
+TEST(Vllm, NotesNameTheDefaultedSettings) {
+  ServeRequest r;
+  r.context_len = 4096;
+  r.max_num_batched_tokens = 512;
+  auto result = serve(*load_model("llama-3-8b"), r);
+  ASSERT_TRUE(result) << result.error().message;
+  const auto& notes = result->serving.notes;
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.starts_with("max_num_seqs 256: vLLM's default for `vllm serve` (no GPU named");
+  }));
+  EXPECT_FALSE(std::any_of(notes.begin(), notes.end(),
+                           [](const std::string& n) { return n.starts_with("max_num_batched_tokens"); }));
 }
 
 // vllm/config/model.py:2157-2170: a max_model_len beyond the model's is refused (phi-2: 2048
