@@ -39,6 +39,7 @@
 #include "engine/training.h"
 #include "serve/serve_render.h"  // serve_json(), render_serve(): serving's renderers
 #include "serve/serve_request.h"  // ServeRequest, serve(): a serving job as a user states it
+#include "serve/vllm_command.h"  // read_vllm_command(): a `vllm serve` line as input (`serve --from`)
 #include "serve/generate.h"  // estimate_generate(): HF generate() on one GPU (`serve --generate`)
 #include "util/spellcheck.h"     // closest_name(): "did you mean ...?" for a front end's own names
 #include "util/text_table.h"     // TextTable, group_digits: the tables every front end prints

@@ -1,11 +1,15 @@
 #include "serve_cli.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 
 #include "actmem/actmem.h"
 #include "cli.h"  // flag_of: how the CLI spells a library option
@@ -26,10 +30,15 @@ struct ServeFlags {
   int64_t new_tokens = 0;
   CLI::Option* attention = nullptr;
   CLI::Option* context_len = nullptr;
+  std::string from;             // a `vllm serve` command line or script (serve/vllm_command.h)
+  const CLI::App* app = nullptr;  // to tell the flags given from their defaults
 };
 
 /// `actmem serve --generate`: the request's batch, dtype and attention; its own prompt and new tokens.
 Expected<GenerateReport> run_generate(const ServeFlags& f, std::string& model_name) {
+  if (!f.from.empty())
+    return Error{"--from reads a `vllm serve` line; --generate is HF generate(), not a serving engine: drop one"};
+  if (f.model.empty()) return Error{"--model is required (a preset name or a config.json path)"};
   if (f.context_len->count() > 0)
     return Error{"--context-len does not apply to --generate; give --prompt-len and --new-tokens"};
   if (f.request.tp != 1) return Error{"--generate runs on one GPU; drop --tp"};
@@ -53,10 +62,64 @@ Expected<GenerateReport> run_generate(const ServeFlags& f, std::string& model_na
   return estimate_generate(*model, o);
 }
 
-Expected<ServeResult> run_serve(const ServeFlags& f) {
-  auto model = load_model(f.model);
-  if (!model) return Error{fmt::format("--model {}: {}", f.model, model.error().message)};
-  return serve(*model, f.request);
+/// The serve flags given explicitly, as overrides of a --from line's settings (a flag given wins).
+std::vector<OptionOverride> given_flags(const CLI::App& sub) {
+  std::vector<OptionOverride> out;
+  for (const auto& info : serve_options()) {
+    const std::string flag = flag_of(std::string(info.name));
+    const CLI::Option* o = sub.get_option_no_throw(flag);
+    if (!o || o->count() == 0) continue;
+    if (info.kind == OptionKind::kFlag) {
+      out.push_back({std::string(info.name), true, flag});
+      continue;
+    }
+    const std::string text = o->as<std::string>();
+    OptionValue value = text;  // text and sizes as typed; counts and reals as numbers (CLI11 checked them)
+    int64_t n = 0;
+    if (info.kind == OptionKind::kCount && std::from_chars(text.data(), text.data() + text.size(), n).ec == std::errc{})
+      value = n;
+    if (info.kind == OptionKind::kReal) value = std::strtod(text.c_str(), nullptr);
+    out.push_back({std::string(info.name), value, flag + " " + text});
+  }
+  return out;
+}
+
+/// --from FILE, echoed on stderr as estimate --from echoes its file: the settings read, with where
+/// each came from (or the flag that replaced it), the environment, notes, and the warnings.
+void print_from(const ServeFlags& f, const VllmCommand& c, const std::string& model) {
+  fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, c.entrypoint);
+  if (f.model.empty()) fmt::print(stderr, "  --model {}  <- {}\n", model, c.model_source);
+  for (const auto& s : c.settings)
+    fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);
+  for (const auto& e : c.env) fmt::print(stderr, "  environment: {}\n", e.source);
+  for (const auto& n : c.notes) fmt::print(stderr, "  note: {}\n", n);
+  if (!c.ignored.empty()) fmt::print(stderr, "  no memory effect: {}\n", fmt::join(c.ignored, ", "));
+  if (!f.model.empty() && !c.model.empty())
+    fmt::print(stderr, "actmem: warning: the model comes from --model; {} is not used\n", c.model_source);
+  for (const auto& w : c.warnings) fmt::print(stderr, "actmem: warning: {}\n", w);
+}
+
+/// The flags' job, or with --from the line's under the flags given; `from` receives the line read.
+Expected<ServeResult> run_serve(const ServeFlags& f, std::optional<VllmCommand>& from) {
+  if (f.model.empty() && f.from.empty())
+    return Error{"--model is required (a preset name or a config.json path), or --from FILE (a `vllm serve` line)"};
+  if (f.from.empty() && f.context_len->count() == 0)
+    return Error{"--context-len is required (tokens per sequence), or use --generate"};
+  std::string name = f.model;
+  if (!f.from.empty()) {
+    auto read = load_vllm_command(f.from, !f.model.empty());
+    if (!read) return read.error();
+    if (auto ok = apply_vllm_overrides(*read, given_flags(*f.app), "the command line"); !ok) return ok.error();
+    from = std::move(*read);
+    if (name.empty()) name = from->model_config;
+  }
+  auto model = load_model(name);
+  if (!model)
+    return Error{fmt::format("{}: {}", f.model.empty() ? from->model_source : "--model " + f.model, model.error().message)};
+  if (!from) return serve(*model, f.request);
+  if (auto ok = apply_vllm_model_context(*from, *model); !ok) return ok.error();
+  print_from(f, *from, name);
+  return serve(*model, from->request);
 }
 
 /// vLLM's own settings: the version whose rules apply, the profile's batch, PP/DP, the KV manager.
@@ -79,7 +142,11 @@ void add_vllm_flags(CLI::App& sub, ServeRequest& request) {
 std::function<int()> add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
   CLI::App* sub = app.add_subcommand("serve", "Inference memory per GPU: weights, KV cache, workspace; GPU capacity");
-  sub->add_option("--model", flags->model, "Preset name or path to config.json")->required();
+  flags->app = sub;
+  sub->add_option("--model", flags->model, "Preset name or path to config.json (required unless --from)");
+  sub->add_option("--from", flags->from,
+                  "A `vllm serve` command line or script (vLLM 0.19) to read; flags given\nbeside it win")
+      ->type_name("FILE");
   flags->context_len = sub->add_option("--context-len", flags->request.context_len,
                                        "Tokens per sequence (prompt + generated); required unless --generate");
   sub->add_option("--batch", flags->request.batch, "Concurrent sequences")->capture_default_str();
@@ -132,19 +199,19 @@ std::function<int()> add_serve_command(CLI::App& app) {
       fmt::print(stderr, "actmem: --prompt-len and --new-tokens apply to --generate; add --generate\n");
       return 2;
     }
-    if (flags->context_len->count() == 0) {
-      fmt::print(stderr, "actmem: --context-len is required (tokens per sequence), or use --generate\n");
-      return 2;
-    }
-    auto result = run_serve(*flags);
+    std::optional<VllmCommand> from;
+    auto result = run_serve(*flags, from);
     if (!result) {
       fmt::print(stderr, "actmem: {}\n", render_message(result.error().message, flag_of));
       return 2;
     }
-    if (flags->json)
-      fmt::print("{}\n", serve_json(*result).dump(2));
-    else
+    if (flags->json) {
+      auto j = serve_json(*result);
+      if (from) j["config"] = vllm_command_json(*from);  // as estimate --from adds its file's
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
       fmt::print("{}", serve_table(*result, flags->explain));
+    }
     return 0;
   };
 }

@@ -2,8 +2,12 @@
 #include "serve_cli.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>  // getpid
 
 #include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
@@ -126,6 +130,73 @@ TEST(ServeCli, GenerateBadInputIsOneLineAndExit2) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
     EXPECT_NE(r.err.find(args[3]), std::string::npos) << r.err;
   }
+}
+
+// `serve --from FILE`: a `vllm serve` line (serve/vllm_command.h) read, echoed on stderr as
+// `estimate --from` echoes its file, and served. Qwen2-0.5B's config.json (tests/data/configs)
+// gives max_position_embeddings 131072, vLLM's max_model_len when the line has none.
+std::string write_line(const std::string& tag, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "actmem_vllm_" + tag + "_" + std::to_string(getpid()) + ".sh";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const std::string kQwenConfig = std::string(ACTMEM_SOURCE_DIR) + "/tests/data/configs/qwen2-0.5b.json";
+
+TEST(ServeCli, FromReadsAVllmServeLine) {
+  const std::string path = write_line("plain", "vllm serve " + kQwenConfig +
+                                                   " --tensor-parallel-size 2 --max-model-len 4k --enable-lora \\\n"
+                                                   "  --port 8000\n");
+  CliRun r = run_serve({"--from", path, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["context_len"], 4000);
+  EXPECT_EQ(j["config"]["format"], "vllm");
+  EXPECT_NE(r.err.find("actmem: read from " + path + " (vllm serve):"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  --model " + kQwenConfig + "  <- vllm serve " + kQwenConfig + " (" + path + ":1)"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  --tp 2  <- --tensor-parallel-size 2 (" + path + ":1)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  no memory effect: --port (" + path + ":2)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("actmem: warning: --enable-lora (" + path + ":1): not modelled"), std::string::npos) << r.err;
+  std::remove(path.c_str());
+}
+
+TEST(ServeCli, FromFlagsGivenWinAndTheModelGivesTheContext) {
+  const std::string path = write_line("over", "vllm serve " + kQwenConfig + " -tp 2 --max-num-seqs 64\n");
+  CliRun r = run_serve({"--from", path, "--tp", "1", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["context_len"], 131072);  // no --max-model-len: the model's max_position_embeddings
+  EXPECT_EQ(j["vllm"]["max_num_seqs"], 64);
+  EXPECT_NE(r.err.find("  --tp 1  <- the command line (--tp 1), over 2 <- -tp 2 (" + path + ":1)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("  --context-len 131072  <- the model's max_model_len"), std::string::npos) << r.err;
+  CliRun ctx = run_serve({"--from", path, "--context-len", "2048", "--json"});
+  ASSERT_EQ(ctx.rc, 0) << ctx.err;
+  EXPECT_EQ(nlohmann::json::parse(ctx.out)["context_len"], 2048);
+  std::remove(path.c_str());
+}
+
+TEST(ServeCli, FromErrorsAreOneLineAndExit2) {
+  const std::string typo = write_line("typo", "vllm serve " + kQwenConfig + " --tensor-paralel-size 2\n");
+  const std::string hub = write_line("hub", "vllm serve meta-llama/Llama-3.1-8B-Instruct\n");
+  for (const auto& [args, part] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--from", typo}, "did you mean --tensor-parallel-size?"},
+           {{"--from", hub}, "Hugging Face hub id"},
+           {{"--from", hub + ".absent"}, "cannot read the file"},
+           {{"--from", typo, "--generate", "--prompt-len", "10", "--new-tokens", "10"}, "--from reads a `vllm serve`"},
+           {{"--context-len", "100"}, "--model is required"},
+       }) {
+    CliRun r = run_serve(args);
+    EXPECT_EQ(r.rc, 2) << part;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(part), std::string::npos) << r.err;
+  }
+  // --model beside --from: the hub id on the line is not needed.
+  CliRun given = run_serve({"--from", hub, "--model", kQwenConfig, "--context-len", "1024"});
+  EXPECT_EQ(given.rc, 0) << given.err;
+  std::remove(typo.c_str());
+  std::remove(hub.c_str());
 }
 
 }  // namespace

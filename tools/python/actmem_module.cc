@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <pybind11/pybind11.h>
 
@@ -150,26 +151,53 @@ std::string explain_text(const std::string& model, bool is_json, const std::stri
   return render_explain(job.report);
 }
 
+/// serve()'s model: model= when given (a config.json text, a preset or a path), else the config.json
+/// of from_config's line.
+ModelSpec serve_model(const std::string& model, bool is_json, const std::string& display_name,
+                      const std::optional<VllmCommand>& line) {
+  if (model.empty() && line) {
+    auto loaded = load_model(line->model_config);
+    if (!loaded) raise(Error{ErrorKind::kConfig, "model", line->model_source + ": " + loaded.error().message});
+    return std::move(*loaded);
+  }
+  if (is_json) return value_or_raise(parse_hf_config(model, display_name));
+  auto loaded = load_model(model);  // the CLI names the model in this message
+  if (!loaded) raise(Error{ErrorKind::kUnknownName, "model", "@model " + model + ": " + loaded.error().message});
+  return std::move(*loaded);
+}
+
+/// `actmem serve --json` as text; with from_config (a `vllm serve` line, as the CLI's --from reads it)
+/// the line's settings first and the keywords on top, echoed in "config" with where each came from.
 std::string serve_json_text(const std::string& model, bool is_json, const std::string& display_name,
-                            const py::dict& options) {
+                            const py::dict& options, const std::string& from_config) {
+  std::optional<VllmCommand> line;
+  if (!from_config.empty()) line = value_or_raise(load_vllm_command(from_config, !model.empty()));
   ServeRequest request;
   bool context_given = false;
+  std::vector<OptionOverride> keywords;
   for (const auto& [key, value] : options) {
     const auto name = key.cast<std::string>();
     context_given = context_given || name == "context_len";
-    if (auto ok = set_serve_option(request, name, option_value(name, value)); !ok) raise(ok.error());
+    OptionValue v = option_value(name, value);
+    std::string given = std::holds_alternative<bool>(v) ? (std::get<bool>(v) ? "True" : "False") : describe_option_value(v);
+    keywords.push_back({name, std::move(v), name + "=" + given});
   }
-  if (!context_given)  // the CLI's --context-len is required too
-    raise(Error{ErrorKind::kInvalid, "context_len", "serve needs @context_len: tokens per sequence, e.g. context_len=8192"});
-  ModelSpec spec;
-  if (is_json) {
-    spec = value_or_raise(parse_hf_config(model, display_name));
+  if (line) {
+    if (auto ok = apply_vllm_overrides(*line, keywords, "the keywords"); !ok) raise(ok.error());
   } else {
-    auto loaded = load_model(model);  // the CLI names the model in this message
-    if (!loaded) raise(Error{ErrorKind::kUnknownName, "model", "@model " + model + ": " + loaded.error().message});
-    spec = std::move(*loaded);
+    for (const auto& k : keywords)
+      if (auto ok = set_serve_option(request, k.option, k.value); !ok) raise(ok.error());
+    if (!context_given)  // the CLI's --context-len is required too
+      raise(Error{ErrorKind::kInvalid, "context_len", "serve needs @context_len: tokens per sequence, e.g. context_len=8192"});
   }
-  return serve_json(value_or_raise(serve(spec, request))).dump();
+  const ModelSpec spec = serve_model(model, is_json, display_name, line);
+  if (line) {
+    if (auto ok = apply_vllm_model_context(*line, spec); !ok) raise(ok.error());
+    request = line->request;
+  }
+  auto j = serve_json(value_or_raise(serve(spec, request)));
+  if (line) j["config"] = vllm_command_json(*line);  // as the CLI's --from adds it
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 /// `actmem serve --generate --json` as text: HF generate() on one GPU (serve/generate.h). Keywords:
@@ -272,7 +300,8 @@ PYBIND11_MODULE(_native, m) {
         py::arg("from_config") = "");
   m.def("explain_text", &explain_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
         py::arg("from_config") = "");
-  m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));
+  m.def("serve_json", &serve_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"),
+        py::arg("from_config") = "");
   m.def("generate_json", &generate_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"),
         py::arg("options"));
   m.def("plan_json", &plan_json_text, py::arg("model"), py::arg("is_json"), py::arg("display_name"), py::arg("options"));

@@ -62,10 +62,17 @@ def explain_text(model=None, *, from_config=None, **options):
     return _native.explain_text(model, is_json, name, options, path)
 
 
-def serve(model, **options):
+def serve(model=None, *, from_config=None, **options):
     """Inference memory per GPU and, with gpu= or gpu_memory=, capacity: `actmem serve --json` as a dict.
-    context_len is required, as --context-len is."""
-    return _json.loads(_native.serve_json(*_model(model), options))
+    context_len is required, as --context-len is, unless from_config gives it.
+    from_config: a `vllm serve` command line or script (vLLM 0.19), as the CLI's `serve --from` reads it;
+    its settings come first, keywords override them, its model is served unless model= is given (no
+    --max-model-len: the model's own max_model_len), and the dict gains "config" (every setting with
+    its source, the environment, the warnings)."""
+    if model is None and from_config is None:
+        raise ValueError("give a model (preset, config.json path, dict or JSON string) or from_config=")
+    path = _os.fspath(from_config) if from_config is not None else ""
+    return _json.loads(_native.serve_json(*_model(model), options, path))
 
 
 def generate(model, **options):

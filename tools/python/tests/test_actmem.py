@@ -251,7 +251,7 @@ def test_option_tables_list_the_cli_flags():
     assert set(actmem.training_options()) == {f.replace("-", "_") for f in flags}
     assert set(actmem.machine_options()) == {f.replace("-", "_") for f in fit}
     _, help_text, _ = cli("serve", "--help")
-    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "json", "explain"}
+    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "json", "explain", "from"}
     # --generate and its own flags are actmem.generate()'s keywords (with batch, dtype, attention).
     generate_only = {"generate", "prompt-len", "new-tokens"}
     assert set(actmem.serve_options()) == {f.replace("-", "_") for f in flags - generate_only}
@@ -333,3 +333,40 @@ def test_from_config_errors(tmp_path):
     assert "unknown Megatron-LM argument --frobnicate" in str(e.value)
     with pytest.raises(ValueError, match="give a model"):
         actmem.estimate()
+
+
+def test_serve_from_vllm_line_equals_cli_from(tmp_path):
+    """from_config= with a `vllm serve` line: the dict of `actmem serve --from FILE --json`; keywords override it."""
+    line = tmp_path / "serve.sh"
+    line.write_text("export VLLM_USE_FLASHINFER_SAMPLER=1\nvllm serve %s \\\n  --tensor-parallel-size 2 --max-model-len 4k "
+                    "--enable-lora --port 8000\n" % os.path.join(CONFIGS, "qwen2-0.5b.json"))
+    code, out, err = cli("serve", "--from", str(line), "--json")
+    assert code == 0, err
+    got = actmem.serve(from_config=line)
+    assert got == json.loads(out)
+    assert got["context_len"] == 4000 and got["config"]["format"] == "vllm"
+    assert any(w.startswith("--enable-lora (%s:3): not modelled" % line) for w in got["config"]["warnings"])
+    code, out, err = cli("serve", "--from", str(line), "--tp", "1", "--gpu", "h100-80gb", "--json")
+    assert code == 0, err
+    got = actmem.serve(from_config=line, tp=1, gpu="h100-80gb")
+    want = json.loads(out)
+    for settings in (got["config"]["settings"], want["config"]["settings"]):
+        for s in settings:
+            s["source"] = s["source"].replace("the command line (--tp 1)", "the keywords (tp=1)")
+    assert got == want
+    tp = [s for s in got["config"]["settings"] if s["option"] == "tp"]
+    assert tp == [{"option": "tp", "value": 1,
+                   "source": "the keywords (tp=1), over 2 <- --tensor-parallel-size 2 (%s:3)" % line}]
+
+
+def test_serve_from_vllm_line_errors(tmp_path):
+    typo = tmp_path / "typo.sh"
+    typo.write_text("vllm serve %s --tensor-paralel-size 2\n" % os.path.join(CONFIGS, "qwen2-0.5b.json"))
+    code, _, err = cli("serve", "--from", str(typo))
+    assert code == 2
+    with pytest.raises(ValueError) as e:
+        actmem.serve(from_config=typo)
+    assert str(e.value) == err.strip()[len("actmem: "):]
+    assert "did you mean --tensor-parallel-size?" in str(e.value)
+    with pytest.raises(ValueError, match="give a model"):
+        actmem.serve()
