@@ -60,7 +60,7 @@ Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& 
 
 Expected<void> check_vllm_context(const ModelSpec& model, const ServeOptions& options) {
   if (!options.vllm) return {};
-  const int64_t derived = model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
+  const int64_t derived = vllm_derived_max_len(model);
   if (derived > 0 && options.context_len > derived)
     return Error{ErrorKind::kIncompatible, "context_len",
                  fmt::format("@context_len {}: vLLM refuses it, the model's derived max_model_len is {} "

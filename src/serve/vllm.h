@@ -61,6 +61,12 @@ struct VllmBatchDefaults {
 };
 VllmBatchDefaults vllm_batch_defaults(const GpuSpec* gpu);
 
+/// vLLM's derived max_model_len (vllm/config/model.py:2058-2132): max_position_embeddings, times
+/// the RoPE scaling factor where vLLM applies it (model/rope_context.h); 0: the config gives none.
+inline int64_t vllm_derived_max_len(const ModelSpec& model) {
+  return model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
+}
+
 /// Layers per pipeline rank (vllm/distributed/utils.py get_pp_indices, l.95-135 @8b141ed8c): L / pp
 /// each, and the remainder one by one to the ranks before the last, from the second-to-last down.
 /// Example: vllm_pp_partition(32, 3) == {11, 11, 10}; vllm_pp_partition(30, 4) == {7, 8, 8, 7}.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/shell_words.h"
+#include "serve/vllm.h"
 #include "serve/vllm_command_args.h"
 #include "util/spellcheck.h"
 
@@ -374,6 +375,14 @@ constexpr EnvRule kEnvRules[] = {
     {"PYTORCH_CUDA_ALLOC_CONF", "", "the caching allocator's behaviour (reserved against allocated memory)"},
 };
 
+/// The rule for a variable, or null when it has no memory effect (CUDA_VISIBLE_DEVICES, HF_TOKEN, ...).
+const EnvRule* env_rule(std::string_view var) {
+  const auto rule = std::find_if(std::begin(kEnvRules), std::end(kEnvRules), [&](const EnvRule& r) {
+    return r.name.ends_with('*') ? var.starts_with(r.name.substr(0, r.name.size() - 1)) : var == r.name;
+  });
+  return rule == std::end(kEnvRules) ? nullptr : &*rule;
+}
+
 /// The memory-relevant variables kept; those set off their default are warnings (not modelled).
 void read_env(const std::vector<Token>& env, std::string_view name, VllmCommand& cmd) {
   std::map<std::string, VllmEnv> last;  // a prefix after an export wins
@@ -381,19 +390,14 @@ void read_env(const std::vector<Token>& env, std::string_view name, VllmCommand&
   for (const auto& t : env) {
     const auto eq = t.text.find('=');
     const std::string var = t.text.substr(0, eq);
-    const auto rule = std::find_if(std::begin(kEnvRules), std::end(kEnvRules), [&](const EnvRule& r) {
-      return r.name.ends_with('*') ? var.starts_with(r.name.substr(0, r.name.size() - 1)) : var == r.name;
-    });
-    if (rule == std::end(kEnvRules)) continue;  // CUDA_VISIBLE_DEVICES, HF_TOKEN, ...: no memory effect
+    if (!env_rule(var)) continue;
     if (!last.count(var)) order.push_back(var);
     last[var] = {var, t.text.substr(eq + 1), fmt::format("{} ({})", t.text, where_of(name, t.line))};
   }
   for (const auto& var : order) {
     const VllmEnv& e = last[var];
     cmd.env.push_back(e);
-    const auto rule = std::find_if(std::begin(kEnvRules), std::end(kEnvRules), [&](const EnvRule& r) {
-      return r.name.ends_with('*') ? var.starts_with(r.name.substr(0, r.name.size() - 1)) : var == r.name;
-    });
+    const EnvRule* rule = env_rule(var);
     if (e.value != rule->default_value) cmd.warnings.push_back(fmt::format("{}: not modelled: {}", e.source, rule->effect));
   }
 }
@@ -518,7 +522,7 @@ Expected<void> apply_vllm_overrides(VllmCommand& command, const std::vector<Opti
 
 Expected<void> apply_vllm_model_context(VllmCommand& command, const ModelSpec& model) {
   if (!command.context_from_model) return {};
-  const int64_t derived = model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
+  const int64_t derived = vllm_derived_max_len(model);
   if (derived <= 0)
     return Error{ErrorKind::kConfig, "context_len",
                  fmt::format("{}: no --max-model-len, and {} gives no max_position_embeddings to derive vLLM's from; "
