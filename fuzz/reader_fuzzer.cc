@@ -13,6 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #if ACTMEM_FUZZ_READER == 1
   (void)actmem::parse_hf_config(text, "fuzz.json");
   return 0;
+#elif ACTMEM_FUZZ_READER == 6
+  // The model's path is not checked (model_given): the reader alone, no filesystem.
+  auto command = actmem::read_vllm_command(text, "", "fuzz.sh", true);
+  if (command) (void)actmem::vllm_command_json(*command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return 0;
 #else
 #if ACTMEM_FUZZ_READER == 2
   auto config = actmem::read_megatron_args(text, "fuzz.sh");
@@ -23,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #elif ACTMEM_FUZZ_READER == 5
   auto config = actmem::read_hf_training_yaml(text, "fuzz.yaml");
 #else
-#error "ACTMEM_FUZZ_READER: 1 config.json, 2 Megatron-LM arguments, 3 DeepSpeed JSON, 4 torchtitan TOML, 5 HF YAML"
+#error "ACTMEM_FUZZ_READER: 1 config.json, 2 Megatron-LM arguments, 3 DeepSpeed JSON, 4 torchtitan TOML, 5 HF YAML, 6 vllm serve"
 #endif
   if (!config) return 0;
   actmem::TrainingSettings settings;

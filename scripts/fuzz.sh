@@ -11,7 +11,7 @@ seconds=${1:-10}
 shift || true
 build=build-sanitize
 mkdir -p "$build/fuzz-crashes"
-for target in config hf_config megatron_args deepspeed torchtitan hf_yaml; do
+for target in config hf_config megatron_args deepspeed torchtitan hf_yaml vllm_serve; do
   bin=$build/${target}_fuzzer
   [ -x "$bin" ] || { echo "fuzz: $bin is not built (cmake --build --preset sanitize)"; exit 2; }
   corpus=$build/corpus/$target
@@ -26,6 +26,7 @@ for target in config hf_config megatron_args deepspeed torchtitan hf_yaml; do
     deepspeed)     seeds=(examples/deepspeed_*.json examples/ds_*.json) ;;
     torchtitan)    seeds=(examples/torchtitan_*.toml) ;;
     hf_yaml)       seeds=(examples/*.yml examples/*.yaml) ;;
+    vllm_serve)    seeds=(examples/vllm_*.sh fuzz/corpus/vllm_serve/*) ;;
   esac
   cp -n "${seeds[@]}" "$corpus/"
   log=$build/fuzz-$target.log
