@@ -33,7 +33,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FORMATS = {"megatron", "deepspeed", "torchtitan", "axolotl", "llama-factory", "hf-trainer"}
+FORMATS = {"megatron", "deepspeed", "torchtitan", "axolotl", "llama-factory", "hf-trainer", "vllm"}
 NOT_READ = {"docs/options.md", "docs/testing.md"}
 FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)^```[ \t]*$", flags=re.S | re.M)
 

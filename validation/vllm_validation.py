@@ -2,13 +2,14 @@
 """`actmem serve` against vLLM v0.19.0's own startup logs (../shared/data/vllm-0.19, README.md there:
 46 startup logs on H100-80GB from llm-d-planner's accuracy sweep, 35 started, 11 failed).
 
-Each run's settings become one `actmem serve --json` command, as a user would write it: the data's
-config.json, --tp, --pp, --dp, --context-len max_model_len, --gpu h100-80gb,
---gpu-memory-utilization, --dtype, --kv-dtype, --block-size, --max-num-batched-tokens and
---max-num-seqs 1024 (the sweep's vLLM defaults), --batch 1 (one request must fit), and the
-checkpoint's quantization as --weight-dtype (channel-wise scales: --quant-group-size 0). A run actmem
-refuses (exit 2) for its model or a flag value it does not know is not expressible; they are
-counted and grouped by reason.
+Each run's settings become the `vllm serve` line its user ran (vLLM's own flags: the data's
+config.json as MODEL, --tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size,
+--max-model-len, --gpu-memory-utilization, --max-num-batched-tokens, --max-num-seqs 1024 (the
+sweep's default), --block-size, --dtype, --kv-cache-dtype, --quantization fp8 for runtime fp8),
+written to a script and read by `actmem serve --from SCRIPT --gpu h100-80gb --batch 1 --json`. A
+checkpoint's own quantization (compressed-tensors W8A8) is not read from config.json yet and is given
+beside it as --weight-dtype. A run actmem refuses (exit 2) for its model or a flag value it does not
+know is not expressible; they are counted and grouped by reason.
 
 Started runs, per field, mean absolute % error (and mean signed error) of actmem's `vllm` block
 (the first worker's lines, as the log reports them) vs the log:
@@ -38,8 +39,10 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "..", "shared", "data", "vllm-0.19")
@@ -59,8 +62,6 @@ FIELDS = [  # name, actmem JSON path (its `vllm` block: the log's lines), measur
 # accuracy/accuracy_report.md @ d3121e0); activation and non-torch are signed as quoted.
 PLANNER = {"weights": "0.75%", "activation": "+189%", "non_torch": "-44%", "kv_cache": "6.70%",
            "kv_tokens": "-", "concurrency": "9.90%"}
-DTYPES = {"auto": "auto", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-          "float": "fp32", "fp8": "fp8", "fp8_e4m3": "fp8"}
 QUANT = {"ct-w8a8-int8": "int8", "ct-w8a8-fp8": "fp8", "fp8-runtime": "fp8", "mxfp4": "mxfp4"}
 SETTINGS_CAUSES = {"memory": "memory", "configuration": "config", "parallelism": "config"}
 UNEXPRESSIBLE = ("not supported", "unknown", "not expected", "missing required", "is not in")
@@ -77,25 +78,40 @@ def degree(r, name):
     return max(int(r["settings"].get(name) or 1), named)
 
 
-def command(actmem, data, r, flags, batch):
-    """The argument list, or (None, reason) where serve has no flag for a setting."""
+def vllm_line(data, r):
+    """The run's `vllm serve` command as its user typed it (vLLM's own flags), from its settings."""
+    s = r["settings"]
+    line = ["vllm", "serve", os.path.join(data, r["config_file"]),
+            "--tensor-parallel-size", str(s["tp"]),
+            "--max-model-len", str(s["max_model_len"]),
+            "--gpu-memory-utilization", str(s["gpu_memory_utilization"]),
+            "--max-num-batched-tokens", str(s.get("max_num_batched_tokens") or DEFAULT_MNBT),
+            "--max-num-seqs", str(MAX_NUM_SEQS),
+            "--block-size", str(s.get("block_size") or 16),
+            "--dtype", s.get("dtype_arg") or "auto",
+            "--kv-cache-dtype", s.get("kv_cache_dtype") or "auto"]
+    for name, flag in (("pp", "--pipeline-parallel-size"), ("dp", "--data-parallel-size")):
+        if degree(r, name) > 1:
+            line += [flag, str(degree(r, name))]
+    if s.get("quant_scheme") == "fp8-runtime":
+        line += ["--quantization", "fp8"]
+    return " ".join(line) + "\n"
+
+
+def command(actmem, data, r, scripts, batch):
+    """`actmem serve --from` the run's vllm serve line (written under `scripts`) on the run's GPU,
+    or (None, reason). A checkpoint's own quantization (compressed-tensors W8A8) is not read from
+    config.json yet: it is given as --weight-dtype beside --from, channel-wise scales as
+    --quant-group-size 0."""
     s = r["settings"]
     if not r.get("config_file"):
         return None, "no config.json in the data (model not published)"
-    args = [actmem, "serve", "--model", os.path.join(data, r["config_file"]), "--json",
-            "--tp", str(s["tp"]), "--context-len", str(s["max_model_len"]),
-            "--gpu", s["gpu"].lower(), "--gpu-memory-utilization", str(s["gpu_memory_utilization"]),
-            "--batch", str(batch), "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", str(s.get("max_num_batched_tokens") or DEFAULT_MNBT),
-            "--block-size", str(s.get("block_size") or 16),
-            "--dtype", DTYPES.get(s.get("dtype_arg") or "auto", s.get("dtype_arg")),
-            "--kv-dtype", DTYPES.get(s.get("kv_cache_dtype") or "auto", s.get("kv_cache_dtype"))]
-    for name in ("pp", "dp"):
-        if degree(r, name) > 1:
-            if "--" + name not in flags:
-                return None, "serve has no --%s (%s > 1)" % (name, name)
-            args += ["--" + name, str(degree(r, name))]
+    script = os.path.join(scripts, r["id"] + ".sh")
+    with open(script, "w") as f:
+        f.write(vllm_line(data, r))
+    args = [actmem, "serve", "--from", script, "--gpu", s["gpu"].lower(), "--batch", str(batch), "--json"]
     scheme = s.get("quant_scheme")
-    if scheme:
+    if scheme and scheme != "fp8-runtime":
         args += ["--weight-dtype", QUANT.get(scheme, scheme)]
         with open(os.path.join(data, r["config_file"])) as f:
             qc = json.load(f).get("quantization_config") or {}
@@ -121,9 +137,9 @@ def call(args):
     return p.returncode, (json.loads(p.stdout) if p.returncode == 0 else None), p.stderr
 
 
-def evaluate(actmem, data, flags, r):
+def evaluate(actmem, data, scripts, r):
     """{'refused': reason} or {'out': json, 'verdict': starts|memory|config, 'cmd': str}."""
-    args, why = command(actmem, data, r, flags, 1)
+    args, why = command(actmem, data, r, scripts, 1)
     if args is None:
         return {"refused": why}
     rc, out, err = call(args)
@@ -139,7 +155,7 @@ def evaluate(actmem, data, flags, r):
         verdict = "memory"
     elif cap.get("context_limited_by_model") and r["settings"]["max_model_len"] > cap.get("max_context_len", 0):
         verdict = "config"
-    return {"out": out, "verdict": verdict, "cmd": " ".join(args)}
+    return {"out": out, "verdict": verdict, "cmd": vllm_line(data, r).strip() + "  |  " + " ".join(args[1:])}
 
 
 def pct(pred, meas):
@@ -164,10 +180,10 @@ def main():
     data = os.path.abspath(a.data)
     with open(path) as f:
         runs = json.load(f)["runs"]
-    helptext = subprocess.run([a.actmem, "serve", "--help"], capture_output=True, text=True).stdout
-    flags = set(re.findall(r"--[a-z][a-z-]*", helptext))
+    scripts = tempfile.mkdtemp(prefix="vllm_lines_")
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        res = list(pool.map(lambda r: evaluate(a.actmem, data, flags, r), runs))
+        res = list(pool.map(lambda r: evaluate(a.actmem, data, scripts, r), runs))
+    shutil.rmtree(scripts, ignore_errors=True)
 
     errs = collections.defaultdict(list)
     refused = collections.Counter()

@@ -100,31 +100,39 @@ nlohmann::json serve_json(const ServeResult& r) {
 
 namespace {
 
-/// vLLM's own start-up lines, as it would print them (gpu_worker.py, kv_cache_utils.py @8b141ed8c).
+/// vLLM's own start-up lines, as it would print them (gpu_worker.py, kv_cache_utils.py @8b141ed8c),
+/// one figure per line and wrapped for a 100-column terminal.
 std::string vllm_log_lines(const VllmCapacity& c, int64_t block_size) {
   auto gib = [](Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b.count()) / (1 << 30)); };
+  auto line = [](const std::string& indent, const std::string& text) {
+    return wrap(indent + text, 100, indent + "  ") + "\n";
+  };
   std::string out = "\nvLLM 0.19 start-up log, predicted:\n";
+  const bool ranks = c.ranks.size() > 1;
+  const std::string indent = ranks ? "    " : "  ";
   for (const auto& b : c.ranks) {
-    const std::string who = c.ranks.size() > 1 ? fmt::format("  [PP{}, layers {}..{}] ", b.pp_rank, b.first_layer,
-                                                             b.first_layer + b.num_layers - 1)
-                                               : std::string("  ");
-    out += fmt::format("{}Model loading took {}; torch peak memory increase {}; non-torch forward increase "
-                       "memory {}\n",
-                       who, gib(b.weights), gib(b.activation), gib(b.non_torch));
-    out += fmt::format("{}Available KV cache memory: {} (requested {}){}\n", who, gib(b.available), gib(c.requested),
-                       c.ranks.size() > 1 ? fmt::format(", {} blocks", b.num_blocks) : "");
+    if (ranks)
+      out += fmt::format("  PP{} (layers {}..{}), {} blocks:\n", b.pp_rank, b.first_layer,
+                         b.first_layer + b.num_layers - 1, b.num_blocks);
+    out += line(indent, fmt::format("Model loading took {}", gib(b.weights)));
+    out += line(indent, fmt::format("torch peak memory increase {}; non-torch forward increase memory {}",
+                                    gib(b.activation), gib(b.non_torch)));
+    out += line(indent, fmt::format("Available KV cache memory: {} (requested {})", gib(b.available),
+                                    gib(c.requested)));
   }
-  out += fmt::format("  GPU KV cache size: {} tokens (num_gpu_blocks {}, blocks of {} tokens)\n",
-                     group_digits(c.kv_tokens), c.num_gpu_blocks, block_size);
-  out += fmt::format("  Maximum concurrency for {} tokens per request: {:.2f}x\n", group_digits(c.max_model_len),
-                     c.max_concurrency);
+  out += line("  ", fmt::format("GPU KV cache size: {} tokens (num_gpu_blocks {}, blocks of {} tokens)",
+                                group_digits(c.kv_tokens), c.num_gpu_blocks, block_size));
+  out += line("  ", fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x", group_digits(c.max_model_len),
+                                c.max_concurrency));
   std::string groups;
   for (const auto& t : c.groups.types)
-    groups += fmt::format("{}{} {}{} layers in {} group(s)", groups.empty() ? "" : ", ", t.layers.size(), t.kind,
-                          t.window ? fmt::format(" ({})", t.window) : "", t.groups);
-  out += fmt::format("  KV groups: {}; {} layers per group{}; pages per request {} = {}\n", groups, c.groups.group_size,
-                     c.groups.padding_layers ? fmt::format(", {} padding layer(s)", c.groups.padding_layers) : "",
-                     c.groups.formula, c.groups.pages_per_request);
+    groups += fmt::format("{}{} {}{} layers in {} group{}", groups.empty() ? "" : ", ", t.layers.size(), t.kind,
+                          t.window ? fmt::format(" ({})", t.window) : "", t.groups, t.groups > 1 ? "s" : "");
+  out += line("  ", fmt::format("KV groups: {}; {} layers per group{}", groups, c.groups.group_size,
+                                c.groups.padding_layers ? fmt::format(", {} padding layer{}", c.groups.padding_layers,
+                                                                      c.groups.padding_layers > 1 ? "s" : "")
+                                                        : ""));
+  out += line("  ", fmt::format("pages per request: {} = {}", c.groups.formula, c.groups.pages_per_request));
   return out;
 }
 

@@ -87,7 +87,7 @@ std::vector<OptionOverride> given_flags(const CLI::App& sub) {
 /// --from FILE, echoed on stderr as estimate --from echoes its file: the settings read, with where
 /// each came from (or the flag that replaced it), the environment, notes, and the warnings.
 void print_from(const ServeFlags& f, const VllmCommand& c, const std::string& model) {
-  fmt::print(stderr, "actmem: read from {} ({}):\n", f.from, c.entrypoint);
+  fmt::print(stderr, "actmem: read from {} (vllm):\n", f.from);
   if (f.model.empty()) fmt::print(stderr, "  --model {}  <- {}\n", model, c.model_source);
   for (const auto& s : c.settings)
     fmt::print(stderr, "  {} {}  <- {}\n", flag_of(s.option), describe_option_value(s.value), s.source);
@@ -141,7 +141,7 @@ void add_vllm_flags(CLI::App& sub, ServeRequest& request) {
 
 std::function<int()> add_serve_command(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
-  CLI::App* sub = app.add_subcommand("serve", "Inference memory per GPU: weights, KV cache, workspace; GPU capacity");
+  CLI::App* sub = app.add_subcommand("serve", "Inference memory per GPU as vLLM 0.19 budgets it; --from vllm serve");
   flags->app = sub;
   sub->add_option("--model", flags->model, "Preset name or path to config.json (required unless --from)");
   sub->add_option("--from", flags->from,

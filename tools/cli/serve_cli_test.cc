@@ -152,7 +152,7 @@ TEST(ServeCli, FromReadsAVllmServeLine) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["context_len"], 4000);
   EXPECT_EQ(j["config"]["format"], "vllm");
-  EXPECT_NE(r.err.find("actmem: read from " + path + " (vllm serve):"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("actmem: read from " + path + " (vllm):"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  --model " + kQwenConfig + "  <- vllm serve " + kQwenConfig + " (" + path + ":1)"),
             std::string::npos) << r.err;
   EXPECT_NE(r.err.find("  --tp 2  <- --tensor-parallel-size 2 (" + path + ":1)"), std::string::npos) << r.err;
