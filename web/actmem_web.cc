@@ -230,7 +230,8 @@ std::string options() {
   auto list = [](auto infos) {
     auto arr = json::array();
     for (const auto& o : infos)
-      arr.push_back({{"name", std::string(o.name)}, {"flag", flag_of(std::string(o.name))}, {"help", std::string(o.help)}});
+      arr.push_back({{"name", std::string(o.name)}, {"flag", flag_of(std::string(o.name))},
+                     {"kind", std::string(option_kind_name(o.kind))}, {"help", std::string(o.help)}});
     return arr;
   };
   return json{{"estimate", list(training_options())}, {"serve", list(serve_options())}, {"table", options_json()}}.dump();

@@ -143,8 +143,10 @@ function cliArgs(s, kind) {
   const model = s.model === CONFIG ? (state.configName || 'config.json') : s.model;
   const a = [kind, '--model', model];
   if (kind === 'serve') {
-    for (const [field, [name]] of Object.entries(SERVE_FIELDS))
-      if (s[field] !== '') a.push('--' + name.replace(/_/g, '-'), s[field]);
+    for (const [field, [name, kind2]] of Object.entries(SERVE_FIELDS)) {
+      if (kind2 === 'switch') { if (s[field] === '1') a.push('--' + name.replace(/_/g, '-')); continue; }
+      if (s[field] !== '' && s[field] !== undefined) a.push('--' + name.replace(/_/g, '-'), s[field]);
+    }
   } else {
     for (const [name, kind2] of Object.entries(TRAIN_FIELDS)) {
       const v = s[name];
@@ -490,10 +492,32 @@ function buildOptionFields(table) {
   box.dataset.options = String(table.length);
 }
 
+// Every serve option the Serving fieldset does not show (serve_options(): name, kind, help), as
+// serve_<name> fields; each joins SERVE_FIELDS, so it travels in requests, the URL and the CLI line.
+const SERVE_KINDS = { count: 'int', real: 'real', flag: 'switch', text: 'text', size: 'text' };
+function buildServeFields(list) {
+  const shown = new Set(Object.values(SERVE_FIELDS).map(([name]) => name));
+  const extra = list.filter(o => !shown.has(o.name));
+  $('#more-serve-fields').innerHTML = extra.map(o => {
+    const field = `serve_${o.name}`;
+    SERVE_FIELDS[field] = [o.name, SERVE_KINDS[o.kind]];
+    const label = esc(o.name.replace(/_/g, ' '));
+    if (o.kind === 'flag') return `<label class="check" title="${esc(o.help)}"><input name="${field}" type="checkbox"> ${label}</label>`;
+    const number = o.kind === 'count' || o.kind === 'real';
+    return `<label title="${esc(o.help)}">${label} <input name="${field}" ${number ? 'type="number"' : 'type="text"'}` +
+      `${o.kind === 'real' ? ' step="any"' : ''} placeholder="default"></label>`;
+  }).join('');
+  $('#more-serve-options-err').dataset.for = extra.map(o => `serve_${o.name}`).join(' ');
+  for (const o of extra) SERVE_ERROR_FIELDS[o.name] = `serve_${o.name}`;  // the engine names the option
+  $('#more-serve-options').dataset.options = String(list.length);
+}
+
 async function main() {
   const presets = JSON.parse((engine = await createActmem()).presets());
   const gpus = JSON.parse(engine.gpus());
-  buildOptionFields(JSON.parse(engine.options()).table);
+  const options = JSON.parse(engine.options());
+  buildOptionFields(options.table);
+  buildServeFields(options.serve);
   $('#f-model').innerHTML = presets.map(p => `<option value="${esc(p.name)}" title="${esc(p.description)}">${esc(p.name)}</option>`).join('') +
     `<option value="${CONFIG}">config.json (paste or upload)…</option>`;
   $('#f-model').value = DEFAULT_MODEL;

@@ -343,6 +343,17 @@ def main():
         serve_state("serve-llama-3.1-70b-int4-fp8kv", "llama-3.1-70b",
                     {"tp": 4, "context_len": 32768, "batch": 8, "kv_dtype": "fp8", "weight_dtype": "int4", "gpu": "a100-80gb"})
 
+        # Every serve option is a field of the form (the Serving fieldset's or "More serving
+        # options", built from the engine's serve options), and the vLLM ones reach the CLI's numbers.
+        n_serve = int(page.js("return document.querySelector('#more-serve-options').dataset.options"))
+        n_fields = page.js("return Object.keys(SERVE_FIELDS).length")
+        check(n_fields == n_serve, f"serve form: {n_fields} fields for {n_serve} serve options")
+        page.set("serve_pp", 2)
+        page.set("serve_max_num_seqs", 256)
+        serve_state("serve-llama-3.1-70b-pp2-256seqs", "llama-3.1-70b",
+                    {"tp": 4, "context_len": 32768, "batch": 8, "kv_dtype": "fp8", "weight_dtype": "int4", "gpu": "a100-80gb",
+                     "pp": 2, "max_num_seqs": 256})
+
         # 9. Planner: the ranked layouts; the first row's link fills the form.
         page.load(url + "?tab=plan&model=llama-3-70b&framework=megatron&gpus=64&global_batch=128")
         plan_text = page.text("json-plan")
