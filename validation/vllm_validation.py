@@ -7,8 +7,8 @@ config.json as MODEL, --tensor-parallel-size, --pipeline-parallel-size, --data-p
 --max-model-len, --gpu-memory-utilization, --max-num-batched-tokens, --max-num-seqs 1024 (the
 sweep's default), --block-size, --dtype, --kv-cache-dtype, --quantization fp8 for runtime fp8),
 written to a script and read by `actmem serve --from SCRIPT --gpu h100-80gb --batch 1 --json`. A
-checkpoint's own quantization (compressed-tensors W8A8) is not read from config.json yet and is given
-beside it as --weight-dtype. A run actmem refuses (exit 2) for its model or a flag value it does not
+checkpoint's own quantization (compressed-tensors W8A8) comes from its config.json's
+quantization_config, as vLLM loads it. A run actmem refuses (exit 2) for its model or a flag value it does not
 know is not expressible; they are counted and grouped by reason.
 
 Started runs, per field, mean absolute % error (and mean signed error) of actmem's `vllm` block
@@ -62,7 +62,6 @@ FIELDS = [  # name, actmem JSON path (its `vllm` block: the log's lines), measur
 # accuracy/accuracy_report.md @ d3121e0); activation and non-torch are signed as quoted.
 PLANNER = {"weights": "0.75%", "activation": "+189%", "non_torch": "-44%", "kv_cache": "6.70%",
            "kv_tokens": "-", "concurrency": "9.90%"}
-QUANT = {"ct-w8a8-int8": "int8", "ct-w8a8-fp8": "fp8", "fp8-runtime": "fp8", "mxfp4": "mxfp4"}
 SETTINGS_CAUSES = {"memory": "memory", "configuration": "config", "parallelism": "config"}
 UNEXPRESSIBLE = ("not supported", "unknown", "not expected", "missing required", "is not in")
 
@@ -100,25 +99,15 @@ def vllm_line(data, r):
 
 def command(actmem, data, r, scripts, batch):
     """`actmem serve --from` the run's vllm serve line (written under `scripts`) on the run's GPU,
-    or (None, reason). A checkpoint's own quantization (compressed-tensors W8A8) is not read from
-    config.json yet: it is given as --weight-dtype beside --from, channel-wise scales as
-    --quant-group-size 0."""
+    or (None, reason). A checkpoint's own quantization (compressed-tensors W8A8, MXFP4) is read
+    from its config.json's quantization_config, as vLLM reads it."""
     s = r["settings"]
     if not r.get("config_file"):
         return None, "no config.json in the data (model not published)"
     script = os.path.join(scripts, r["id"] + ".sh")
     with open(script, "w") as f:
         f.write(vllm_line(data, r))
-    args = [actmem, "serve", "--from", script, "--gpu", s["gpu"].lower(), "--batch", str(batch), "--json"]
-    scheme = s.get("quant_scheme")
-    if scheme and scheme != "fp8-runtime":
-        args += ["--weight-dtype", QUANT.get(scheme, scheme)]
-        with open(os.path.join(data, r["config_file"])) as f:
-            qc = json.load(f).get("quantization_config") or {}
-        groups = (qc.get("config_groups") or {}).values()
-        if any((g.get("weights") or {}).get("strategy") == "channel" for g in groups):
-            args += ["--quant-group-size", "0"]
-    return args, None
+    return [actmem, "serve", "--from", script, "--gpu", s["gpu"].lower(), "--batch", str(batch), "--json"], None
 
 
 def first_error(stderr):

@@ -895,6 +895,11 @@ Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_n
     auto outer = ConfigReader(root, nullptr, nullptr, "").optional_string(kModelType);
     spec->wrapper_model_type = outer && *outer ? one_line(**outer, 40) : std::string{"multimodal"};
   }
+  if (spec) {  // a wrapper's quantization_config sits beside text_config, at the root
+    auto quant = read_quantization_config(root, spec->name);
+    if (!quant) return quant.error();
+    spec->quant = std::move(*quant);
+  }
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/quant_config.h"
 #include "util/dtype.h"
 #include "util/expected.h"
 
@@ -158,6 +159,7 @@ struct ModelSpec {
   double embedding_dropout = 0.0;
 
   DType dtype = DType::kBF16;  // the config's torch_dtype / dtype
+  std::optional<CheckpointQuant> quant;  // config.json's quantization_config (model/quant_config.h)
 
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;

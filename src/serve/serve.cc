@@ -42,12 +42,30 @@ std::string shard_symbol(const std::string& symbol, bool split) {
 
 struct ResolvedQuant {
   DType weight = DType::kBF16;
-  int64_t group = 0;  // > 0: input columns per scale; 0: one per output row; -1: one per tensor
+  int64_t group = 0;       // > 0: input columns per scale; 0: one per output row; -1: one per tensor
+  int64_t block_rows = 0;  // > 0 with group > 0: one scale per block_rows × group block
   DType scale = DType::kFP16;
   bool zero_points = false;
+  std::string source;      // "config.json quantization_config (compressed-tensors)" or empty: the flags
 };
 
-Expected<ResolvedQuant> resolve_quant(const WeightQuantOptions& q, DType base) {
+/// The checkpoint's own quantization (model/quant_config.h) where no @weight_dtype is given;
+/// @quant_group_size, @quant_scale_dtype and @quant_zero_point still replace its fields.
+std::optional<ResolvedQuant> checkpoint_quant(const ModelSpec& model, const WeightQuantOptions& q, DType base) {
+  if (q.dtype || !model.quant || !model.quant->weight) return std::nullopt;
+  const CheckpointQuant& c = *model.quant;
+  ResolvedQuant r;
+  r.weight = *c.weight;
+  r.group = q.group_size.value_or(c.group_size);
+  r.block_rows = q.group_size ? 0 : c.block_rows;
+  r.scale = q.scale_dtype.value_or(c.scale_dtype.value_or(base));
+  r.zero_points = q.zero_points || c.zero_points;
+  r.source = fmt::format("config.json quantization_config ({})", c.method);
+  return r;
+}
+
+Expected<ResolvedQuant> resolve_quant(const ModelSpec& model, const WeightQuantOptions& q, DType base) {
+  if (auto c = checkpoint_quant(model, q, base)) return *c;
   ResolvedQuant r;
   r.weight = q.dtype.value_or(base);
   if (!is_quantized(r.weight) && !is_float_storage(r.weight))
@@ -109,7 +127,12 @@ Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp,
     // Scales: group-wise along the input columns a rank holds, per output row, or one per tensor.
     std::vector<Sym> scale_factors{shape[0]};
     int64_t scales_per_tensor = 1;
-    if (q.group > 0) {
+    if (q.group > 0 && q.block_rows > 0) {
+      scale_factors.push_back({"⌈" + shape[1].symbol + "/" + std::to_string(q.block_rows) + "⌉",
+                               fmt::format("{}", ceil_div(rows, q.block_rows))});
+      scale_factors.push_back({"⌈" + shape[2].symbol + "/g⌉", fmt::format("{}", ceil_div(cols, q.group))});
+      scales_per_tensor = checked_mul(ceil_div(rows, q.block_rows), ceil_div(cols, q.group));
+    } else if (q.group > 0) {
       scale_factors.push_back(shape[1]);
       scale_factors.push_back({"⌈" + shape[2].symbol + "/g⌉", fmt::format("{}", ceil_div(cols, q.group))});
       scales_per_tensor = checked_mul(rows, ceil_div(cols, q.group));
@@ -323,11 +346,20 @@ Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& op
   r.notes = r.kv.layout.notes;
   if (is_quantized(quant.weight))
     r.notes.push_back(fmt::format(
-        "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}",
+        "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}{}",
         dtype_name(quant.weight), dtype_name(quant.scale),
-        quant.group > 0 ? fmt::format("per group of {} inputs", quant.group)
-                        : (quant.group == 0 ? "per output row" : "per tensor"),
-        quant.zero_points ? " and zero points" : "", dtype_name(base)));
+        quant.group > 0 && quant.block_rows > 0 ? fmt::format("per {}×{} block", quant.block_rows, quant.group)
+        : quant.group > 0                       ? fmt::format("per group of {} inputs", quant.group)
+                                                : (quant.group == 0 ? "per output row" : "per tensor"),
+        quant.zero_points ? " and zero points" : "", dtype_name(base),
+        quant.source.empty() ? "" : "; as " + quant.source));
+  if (model.quant) {
+    if (options.weights.dtype && model.quant->weight)
+      r.warnings.push_back(fmt::format("the weight dtype given ({}) replaces config.json's quantization_config ({}); vLLM "
+                                       "loads the checkpoint as it is stored",
+                                       dtype_name(*options.weights.dtype), model.quant->summary));
+    r.warnings.insert(r.warnings.end(), model.quant->warnings.begin(), model.quant->warnings.end());
+  }
   add_profile_notes(r.notes, options, last_stage);
   return r;
 }
@@ -394,7 +426,7 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
   if (!is_float_storage(base))
     return Error{ErrorKind::kInvalid, "dtype",
                  fmt::format("@dtype {}: the activation/base dtype must be bf16, fp16 or fp32", dtype_name(base))};
-  auto quant = resolve_quant(options.weights, base);
+  auto quant = resolve_quant(model, options.weights, base);
   if (!quant) return quant.error();
 
   if (auto ok = check_vllm_options(model, options); !ok) return ok.error();

@@ -79,6 +79,7 @@ struct ServeReport {
   KvCacheReport kv;
   Breakdown activation;  // the candidate peaks; the largest is memory's activation_workspace
   std::vector<std::string> notes;
+  std::vector<std::string> warnings;  // what was read and is not modelled (config.json's quantization_config)
   // vLLM with pp > 1: one report per pipeline rank (its layers, weights, KV, profile peak); the
   // fields above are then the rank whose total is largest. Empty otherwise.
   std::vector<ServeReport> stages;

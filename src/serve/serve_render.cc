@@ -95,6 +95,7 @@ nlohmann::json serve_json(const ServeResult& r) {
   }
   if (s.vllm) j["vllm"] = vllm_json(r);
   j["notes"] = s.notes;
+  j["warnings"] = s.warnings;
   return j;
 }
 

@@ -6,6 +6,7 @@
 
 #include "serve/gpu_catalog.h"
 #include "serve/serve_test_models.h"
+#include "model/hf_config.h"
 #include "model/weight_tensors.h"
 
 namespace actmem {
@@ -91,6 +92,40 @@ TEST(Serve, Fp8PerTensorScales) {
 }
 
 // TP 16 on 8 KV heads: every rank keeps one KV head of k_proj and v_proj (128 × 8192).
+// RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8: config.json's quantization_config is what is
+// counted, without --weight-dtype. By hand: linears 32·(2·4096² + 2·1024·4096 + 3·14336·4096) int8 =
+// 6,979,321,856; fp32 scales per output row 32·43,008·4 = 5,505,024; embedding and lm_head
+// 2·128256·4096·2 = 2,101,346,304; norms (65·4096)·2 = 532,480; total 9,086,705,664 bytes (8.463
+// GiB; vLLM 0.19 logs 8.49 GiB, w8a8-redhatai-llam--h100-80gb--tp1pp1dp1--8192-dtf16, with its
+// 32 MiB RoPE cache).
+TEST(Serve, CheckpointQuantizationConfigIsRead) {
+  auto m = parse_hf_config(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int",
+      "strategy": "channel", "symmetric": true}}}, "ignore": ["lm_head"]}})",
+                           "w8a8.json");
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  const ServeReport r = serve(*m, {.context_len = 8192});
+  EXPECT_EQ(r.weight_dtype, DType::kINT8);
+  EXPECT_EQ(r.weights_bytes(), Bytes{9'086'705'664});
+  EXPECT_TRUE(r.warnings.empty());
+  // The same as the flags that say it.
+  ServeOptions flags{.context_len = 8192};
+  flags.weights = {.dtype = DType::kINT8, .group_size = 0, .scale_dtype = DType::kFP32};
+  ModelSpec plain = *m;
+  plain.quant.reset();
+  EXPECT_EQ(serve(plain, flags).weights_bytes(), r.weights_bytes());
+  // A weight dtype given replaces it, with a warning.
+  ServeOptions int4{.context_len = 8192};
+  int4.weights.dtype = DType::kINT4;
+  const ServeReport w = serve(*m, int4);
+  EXPECT_EQ(w.weight_dtype, DType::kINT4);
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_NE(w.warnings[0].find("replaces config.json's quantization_config"), std::string::npos);
+}
+
 TEST(Serve, KvProjectionsReplicatedWhenTpExceedsKvHeads) {
   const auto r = serve(llama_3_1_70b(), {.context_len = 1024, .tp = 16});
   EXPECT_EQ(r.weights.find("weights.attn.k_proj")->bytes, Bytes{int64_t{80} * 128 * 8192 * 2});

@@ -49,7 +49,8 @@ struct Given {
 /// What the read arguments leave for finish().
 struct ReadState {
   bool model_given = false;            // the front end serves its own model (no checkpoint check)
-  bool quantization = false;           // --quantization given
+  std::string quantization;            // --quantization's method ("fp8", "awq_marlin", ...); empty: not given
+  std::string quantization_source;     // where it was given
   bool batched_tokens = false;         // --max-num-batched-tokens given
   std::string chunked_prefill_off;     // the source of --no-enable-chunked-prefill
   std::vector<std::string> cuda_graphs;  // sources of --enforce-eager, -cc, capture sizes

@@ -126,18 +126,17 @@ Expected<void> read_kv_dtype(Ctx& c, std::string_view option) {
   return {};
 }
 
-/// --quantization/-q: fp8 is vLLM's online fp8 (per-tensor scales), the weights actmem counts as fp8.
+/// --quantization/-q: fp8 is vLLM's online fp8 (per-tensor scales), the weights actmem counts as
+/// fp8; another method is compared with the checkpoint's own quantization_config in finish().
 Expected<void> read_quantization(Ctx& c, std::string_view option) {
   if (c.value().empty() || c.value() == "None") {  // AU:146-152: None
     c.ignore();
     return {};
   }
-  c.state.quantization = true;
+  c.state.quantization = c.value();
+  c.state.quantization_source = c.source();
   if (c.value() == "fp8") return set(c, std::string(option), std::string("fp8"));
-  c.warn(fmt::format("weights quantized by vLLM's {} method; actmem counts them in the model dtype unless "
-                     "--weight-dtype is given",
-                     c.value()));
-  return {};
+  return {};  // the method of a quantized checkpoint: its config.json says what is stored
 }
 
 Expected<void> read_flag(Ctx& c, std::string_view option) {
@@ -232,19 +231,39 @@ constexpr Rule kRules[] = {
      "_get_and_verify_max_len)"},
 };
 
-/// The checkpoint's own quantization (config.json quantization_config), which vLLM loads as it is.
-void check_checkpoint(VllmCommand& cmd) {
-  std::ifstream f(cmd.model_config);
-  if (!f) return;
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("quantization_config") || !j["quantization_config"].is_object()) return;
-  const auto& q = j["quantization_config"];
-  const bool named = q.contains("quant_method") && q["quant_method"].is_string();
-  const std::string method = named ? q["quant_method"].get<std::string>() : "?";
-  cmd.warnings.push_back(fmt::format("{}: a quantized checkpoint (quantization_config.quant_method {}), which vLLM "
-                                     "loads as it is; actmem does not read quantization_config: give --weight-dtype "
-                                     "(and --quant-group-size 0 for channel-wise scales)",
-                                     cmd.model_config, method));
+/// --quantization beside the checkpoint's own quantization_config, which vLLM loads as it is
+/// stored (the model reader counts it, model/quant_config.h). vLLM refuses a method that is not
+/// the checkpoint's or one of its kernels (config/model.py _verify_quantization): gptq_marlin for
+/// gptq, awq_marlin for awq.
+void check_checkpoint(VllmCommand& cmd, const ReadState& state) {
+  std::string method;
+  if (std::ifstream f(cmd.model_config); f) {
+    const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("quantization_config") && j["quantization_config"].is_object() &&
+        j["quantization_config"].contains("quant_method") && j["quantization_config"]["quant_method"].is_string())
+      method = j["quantization_config"]["quant_method"].get<std::string>();
+  }
+  const std::string& given = state.quantization;
+  if (given.empty() || (given == "fp8" && method.empty())) return;
+  if (method.empty()) {
+    cmd.warnings.push_back(fmt::format("{}: not modelled: weights quantized by vLLM's {} method at load; they are "
+                                       "counted in the model dtype unless --weight-dtype is given",
+                                       state.quantization_source, given));
+    return;
+  }
+  if (given == "fp8") {  // a quantized checkpoint: what it stores, not vLLM's online fp8
+    cmd.request.weight_dtype = "auto";
+    std::erase_if(cmd.settings, [](const ConfigSetting& s) { return s.option == "weight_dtype"; });
+  }
+  if (given.starts_with(method)) {
+    cmd.notes.push_back(fmt::format("{}: the checkpoint's own method; what is stored comes from {}'s "
+                                    "quantization_config",
+                                    state.quantization_source, cmd.model_config));
+  } else {
+    cmd.warnings.push_back(fmt::format("{} is not the checkpoint's quant_method {} ({}): vLLM refuses a method the "
+                                       "checkpoint was not stored in; actmem counts what the checkpoint stores",
+                                       state.quantization_source, method, cmd.model_config));
+  }
 }
 
 }  // namespace
@@ -273,7 +292,7 @@ void finish(VllmCommand& command, const ReadState& state) {
         state.chunked_prefill_off));
   command.context_from_model = std::none_of(command.settings.begin(), command.settings.end(),
                                             [](const ConfigSetting& s) { return s.option == "context_len"; });
-  if (!state.quantization && !state.model_given && !command.model_config.empty()) check_checkpoint(command);
+  if (!state.model_given && !command.model_config.empty()) check_checkpoint(command, state);
 }
 
 }  // namespace actmem::vllm_args

@@ -205,6 +205,7 @@ std::function<int()> add_serve_command(CLI::App& app) {
       fmt::print(stderr, "actmem: {}\n", render_message(result.error().message, flag_of));
       return 2;
     }
+    for (const auto& w : result->serving.warnings) fmt::print(stderr, "actmem: warning: {}\n", w);
     if (flags->json) {
       auto j = serve_json(*result);
       if (from) j["config"] = vllm_command_json(*from);  // as estimate --from adds its file's
