@@ -17,6 +17,7 @@
 #include "util/bytes.h"  // checked_mul, OverflowError
 #include "model/params.h"
 #include "model/rope_context.h"
+#include "util/json_text.h"
 
 namespace actmem {
 
@@ -94,21 +95,7 @@ constexpr std::array<ActName, 7> kActNames{{
     {"relu", ActFn::kRelu},
 }};
 
-/// Makes text from the input safe for a one-line message: bounded length, no control characters.
-std::string one_line(std::string_view text, size_t max_len = 80) {
-  std::string out;
-  for (char c : text.substr(0, max_len)) out.push_back(static_cast<unsigned char>(c) < 0x20 ? ' ' : c);
-  if (text.size() > max_len) out += "...";
-  return out;
-}
-
-/// "string \"abc\"", "array", "-5": what a wrong value was, for error messages.
-std::string describe(const json& v) {
-  if (v.is_object() || v.is_array()) return std::string{v.type_name()};
-  const std::string dumped = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (v.is_string()) return "string " + one_line(dumped, 40);
-  return one_line(dumped, 40);
-}
+std::string describe(const json& v) { return describe_json(v); }
 
 /// Looks keys up in a config object: in `text_config` for multimodal wrappers, then (for a few
 /// keys) in the wrapper, then in the config class's defaults. Every accessor checks the JSON type
@@ -849,14 +836,6 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   return spec;
 }
 
-/// nlohmann messages start with "[json.exception.parse_error.101] "; keep the readable part.
-std::string json_error_text(const json::exception& e) {
-  std::string_view text = e.what();
-  if (auto close = text.find("] "); text.starts_with("[json.exception") && close != std::string_view::npos)
-    text.remove_prefix(close + 2);
-  return one_line(text, 160);
-}
-
 Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_name) {
   json root;
   try {
@@ -894,6 +873,9 @@ Expected<ModelSpec> parse_impl(std::string_view json_text, std::string display_n
   if (spec && wrapper) {  // the wrapper's own model_type, e.g. "llama4" around "llama4_text"
     auto outer = ConfigReader(root, nullptr, nullptr, "").optional_string(kModelType);
     spec->wrapper_model_type = outer && *outer ? one_line(**outer, 40) : std::string{"multimodal"};
+    auto vision = read_vision_config(root, spec->wrapper_model_type, spec->name, spec->warnings);
+    if (!vision) return vision.error();
+    spec->vision = std::move(*vision);
   }
   if (spec) {  // a wrapper's quantization_config sits beside text_config, at the root
     auto quant = read_quantization_config(root, spec->name);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/quant_config.h"
+#include "model/vision.h"
 #include "util/dtype.h"
 #include "util/expected.h"
 
@@ -134,8 +135,11 @@ struct ModelSpec {
   bool qk_l2_norm = false;
   bool attn_temperature_tuning = false;
   // The config.json was a multimodal wrapper (Llava, Llama 4, ...): its model_type, e.g. "llama4";
-  // only the text_config model is described (no vision tower, no projector). Empty otherwise.
+  // the fields here describe its text_config model, `vision` the tower and projector vLLM builds
+  // (serving counts their weights; training estimates leave them out). Empty otherwise.
   std::string wrapper_model_type;
+  std::optional<VisionSpec> vision;
+  std::vector<std::string> warnings;  // what the reader read and the estimates do not count
   // Falcon: FalconAttention._split_heads makes k and v new tensors (list indexing `[..., [-2], :]`,
   // or `.transpose(1, 2).reshape(...)` of strided slices): kv heads each, or, under
   // new_decoder_architecture (broadcast_to + flatten), a heads each (kv_expanded_in_split).
@@ -151,6 +155,14 @@ struct ModelSpec {
   int64_t num_labels = 2;                // classifier outputs
   double classifier_dropout = 0.0;       // classifier_dropout, or hidden_dropout_prob when null
   double rotary_fraction = 1.0;    // GPT-NeoX rotary_pct: share of head_dim that is rotated
+  // config.json's rope_scaling / rope_parameters: rope_type ("" = default, "linear", "dynamic",
+  // "yarn", "llama3", "longrope", ...), factor and original_max_position_embeddings (0: absent).
+  struct RopeScaling {
+    std::string type;
+    double factor = 1.0;
+    int64_t original_max_positions = 0;
+    friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
+  } rope_scaling;
   double attn_logit_softcap = 0.0; // Gemma 2
   double final_logit_softcap = 0.0;
 

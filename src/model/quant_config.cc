@@ -90,43 +90,8 @@ std::string scale_text(const CheckpointQuant& q) {
   return fmt::format("one scale per tensor ({})", dtype);
 }
 
-/// compressed-tensors (llm-compressor): the first config group's `weights` scheme
-/// (quantization/compressed_tensors/schemes: w8a8_int8, w8a8_fp8 and w8a16_fp8 keep fp32
-/// scales; wNa16 packs int4/int8 with scales in the model dtype and, when asymmetric, packed
-/// zero points at the weight's bits).
-Expected<void> read_compressed_tensors(const QuantReader& r, CheckpointQuant& q) {
-  const json* groups = r.find("config_groups");
-  if (!groups) {
-    q.warnings.push_back("quantization_config (compressed-tensors) has no config_groups: weights counted unquantized");
-    return {};
-  }
-  if (!groups->is_object() || groups->empty())
-    return r.error("config_groups", "must be an object of quantization groups");
-  auto fmt_name = r.string("format");
-  if (!fmt_name) return fmt_name.error();
-  if (fmt_name->find("sparse") != std::string::npos || fmt_name->find("24") != std::string::npos)
-    q.warnings.push_back(fmt::format("compressed-tensors format '{}' (2:4 sparse) is counted dense", *fmt_name));
-
-  const auto& [group_name, group] = *groups->items().begin();
-  if (!group.is_object()) return r.error("config_groups." + group_name, "must be an object");
-  if (groups->size() > 1)
-    q.warnings.push_back(fmt::format("compressed-tensors: {} config_groups; every linear layer is counted with "
-                                     "the scheme of '{}'", groups->size(), group_name));
-  const QuantReader g = r.child(group, "config_groups." + group_name);
-  auto targets = g.strings("targets");
-  if (!targets) return targets.error();
-  bool linear = targets->empty();
-  for (const auto& t : *targets) linear = linear || t == "Linear";
-  if (!linear)
-    q.warnings.push_back(fmt::format("compressed-tensors targets [{}]: counted as every linear layer",
-                                     fmt::join(*targets, ", ")));
-  auto wit = group.find("weights");
-  if (wit == group.end() || wit->is_null()) {
-    q.warnings.push_back("compressed-tensors group without a weights scheme: weights counted unquantized");
-    return {};
-  }
-  if (!wit->is_object()) return g.error("weights", "must be an object");
-  const QuantReader w = g.child(*wit, "weights");
+/// A compressed-tensors group's `weights` scheme: bits and type, scale strategy, symmetry.
+Expected<void> read_weights_scheme(const QuantReader& w, CheckpointQuant& q) {
   auto bits = w.integer("num_bits");
   auto type = w.string("type");
   auto strategy = w.string("strategy");
@@ -172,6 +137,47 @@ Expected<void> read_compressed_tensors(const QuantReader& r, CheckpointQuant& q)
   if (*actorder == "group" || *actorder == "weight")
     q.warnings.push_back("compressed-tensors actorder: the int32 g_idx per input column of each linear layer "
                          "is not counted");
+  return {};
+}
+
+/// compressed-tensors (llm-compressor): the first config group's `weights` scheme
+/// (quantization/compressed_tensors/schemes: w8a8_int8, w8a8_fp8 and w8a16_fp8 keep fp32
+/// scales; wNa16 packs int4/int8 with scales in the model dtype and, when asymmetric, packed
+/// zero points at the weight's bits).
+Expected<void> read_compressed_tensors(const QuantReader& r, CheckpointQuant& q) {
+  const json* groups = r.find("config_groups");
+  if (!groups) {
+    q.warnings.push_back("quantization_config (compressed-tensors) has no config_groups: weights counted unquantized");
+    return {};
+  }
+  if (!groups->is_object() || groups->empty())
+    return r.error("config_groups", "must be an object of quantization groups");
+  auto fmt_name = r.string("format");
+  if (!fmt_name) return fmt_name.error();
+  if (fmt_name->find("sparse") != std::string::npos || fmt_name->find("24") != std::string::npos)
+    q.warnings.push_back(fmt::format("compressed-tensors format '{}' (2:4 sparse) is counted dense", *fmt_name));
+
+  const auto& [group_name, group] = *groups->items().begin();
+  if (!group.is_object()) return r.error("config_groups." + group_name, "must be an object");
+  if (groups->size() > 1)
+    q.warnings.push_back(fmt::format("compressed-tensors: {} config_groups; every linear layer is counted with "
+                                     "the scheme of '{}'", groups->size(), group_name));
+  const QuantReader g = r.child(group, "config_groups." + group_name);
+  auto targets = g.strings("targets");
+  if (!targets) return targets.error();
+  bool linear = targets->empty();
+  for (const auto& t : *targets) linear = linear || t == "Linear";
+  if (!linear)
+    q.warnings.push_back(fmt::format("compressed-tensors targets [{}]: counted as every linear layer",
+                                     fmt::join(*targets, ", ")));
+  auto wit = group.find("weights");
+  if (wit == group.end() || wit->is_null()) {
+    q.warnings.push_back("compressed-tensors group without a weights scheme: weights counted unquantized");
+    return {};
+  }
+  if (!wit->is_object()) return g.error("weights", "must be an object");
+  const QuantReader w = g.child(*wit, "weights");
+  if (auto ok = read_weights_scheme(w, q); !ok || !q.weight) return ok;
   auto ignore = r.strings("ignore");
   if (!ignore) return ignore.error();
   q.lm_head_quantized = !names_lm_head(*ignore);

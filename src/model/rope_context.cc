@@ -35,6 +35,18 @@ Expected<double> read_rope_block(const nlohmann::json& rope, std::string_view na
     rotary = it->get<double>();
   }
   spec.derived_max_len = rope_extended_context(rope, spec);
+  auto text = [&](const char* key) {
+    auto it = rope.find(key);
+    return it != rope.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  spec.rope_scaling.type = rope.contains("rope_type") ? text("rope_type") : text("type");
+  if (spec.rope_scaling.type == "default") spec.rope_scaling.type.clear();
+  if (auto it = rope.find("factor"); it != rope.end() && it->is_number() && it->get<double>() >= 1.0 &&
+                                     it->get<double>() <= 1024.0)
+    spec.rope_scaling.factor = it->get<double>();
+  if (auto it = rope.find("original_max_position_embeddings");
+      it != rope.end() && it->is_number_integer() && it->get<int64_t>() > 0 && it->get<int64_t>() <= (int64_t{1} << 34))
+    spec.rope_scaling.original_max_positions = it->get<int64_t>();
   return rotary;
 }
 

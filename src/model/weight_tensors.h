@@ -45,6 +45,7 @@ enum class WeightPart {
   kSharedExpertGate,  // Qwen2-MoE: sigmoid(Linear(h, 1)) scaling the shared expert
   kFinalNorm,         // the norm before the LM head
   kLmHead,            // output projection and its bias
+  kVision,            // a multimodal wrapper's vision tower and projector (model/vision.h; serving only)
 };
 
 /// One tensor shape, held by `count` layers (or once for embedding, head, final norm); within one

@@ -46,6 +46,7 @@ struct ResolvedQuant {
   int64_t block_rows = 0;  // > 0 with group > 0: one scale per block_rows × group block
   DType scale = DType::kFP16;
   bool zero_points = false;
+  bool vision = false;     // a vision tower's linear layers are quantized too (the checkpoint's ignore list)
   std::string source;      // "config.json quantization_config (compressed-tensors)" or empty: the flags
 };
 
@@ -60,6 +61,7 @@ std::optional<ResolvedQuant> checkpoint_quant(const ModelSpec& model, const Weig
   r.block_rows = q.group_size ? 0 : c.block_rows;
   r.scale = q.scale_dtype.value_or(c.scale_dtype.value_or(base));
   r.zero_points = q.zero_points || c.zero_points;
+  r.vision = c.vision_quantized && model.vision && model.vision->takes_quant_config;
   r.source = fmt::format("config.json quantization_config ({})", c.method);
   return r;
 }
@@ -110,8 +112,9 @@ Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp,
     std::vector<Sym> shape{{"n", fmt::format("{}", t.count)}, {rows_symbol, fmt::format("{}", rows)}};
     if (t.cols > 1) shape.push_back({shard_symbol(t.cols_symbol, cols_split), fmt::format("{}", cols)});
     const int64_t numel = checked_mul(rows, cols);
-    const bool quantized = t.role == WeightRole::kLinear && is_quantized(q.weight);
-    const DType dtype = t.role == WeightRole::kLinear ? q.weight : base;
+    const bool linear = t.role == WeightRole::kLinear && (t.part != WeightPart::kVision || q.vision);
+    const bool quantized = linear && is_quantized(q.weight);
+    const DType dtype = linear ? q.weight : base;
     std::vector<Sym> factors = shape;
     Bytes bytes;
     if (dtype == DType::kINT4) {
@@ -276,6 +279,36 @@ Term weights_term(const ServeReport& r, const ResolvedQuant& quant, DType base) 
               "Σ weight tensors per GPU", fmt::format("{} tensor kinds", r.weights.terms.size()), r.weights.total()};
 }
 
+/// How the weights were counted (quantization, a vision tower) and what was read and not counted.
+void add_weight_notes(ServeReport& r, const ModelSpec& model, const ServeOptions& options, const ResolvedQuant& quant,
+                      DType base) {
+  if (is_quantized(quant.weight))
+    r.notes.push_back(fmt::format(
+        "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}{}",
+        dtype_name(quant.weight), dtype_name(quant.scale),
+        quant.group > 0 && quant.block_rows > 0 ? fmt::format("per {}×{} block", quant.block_rows, quant.group)
+        : quant.group > 0                       ? fmt::format("per group of {} inputs", quant.group)
+                                                : (quant.group == 0 ? "per output row" : "per tensor"),
+        quant.zero_points ? " and zero points" : "", dtype_name(base),
+        quant.source.empty() ? "" : "; as " + quant.source));
+  r.warnings = model.warnings;
+  if (model.vision)
+    r.notes.push_back(fmt::format("the '{}' wrapper's vision tower ({}, {} layers of h_v {}) and projector: {} "
+                                  "weights, vllm's TP sharding ({}); the encoder's share of the profile run is not "
+                                  "modelled",
+                                  model.wrapper_model_type, model.vision->model_type, model.vision->layers,
+                                  model.vision->hidden, quant.vision ? dtype_name(quant.weight) : dtype_name(base),
+                                  options.tp > 1 ? "qkv/fc1 by column, o/fc2 by row, norms and embeddings whole"
+                                                 : "one GPU"));
+  if (model.quant) {
+    if (options.weights.dtype && model.quant->weight)
+      r.warnings.push_back(fmt::format("the weight dtype given ({}) replaces config.json's quantization_config ({}); vLLM "
+                                       "loads the checkpoint as it is stored",
+                                       dtype_name(*options.weights.dtype), model.quant->summary));
+    r.warnings.insert(r.warnings.end(), model.quant->warnings.begin(), model.quant->warnings.end());
+  }
+}
+
 /// One serving process's memory: the whole model, or one vLLM pipeline rank's layers.
 Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& options, DType base,
                                   const ResolvedQuant& quant, int64_t first_layer, int64_t num_layers, bool first_stage,
@@ -296,8 +329,14 @@ Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& op
   r.first_layer = first_layer;
   r.num_layers = num_layers;
   r.vllm = options.vllm;
-  r.weights = weight_breakdown(stage_weight_tensors(model, first_layer, num_layers, first_stage, last_stage),
-                               options.tp, base, quant);
+  std::vector<WeightTensor> tensors = stage_weight_tensors(model, first_layer, num_layers, first_stage, last_stage);
+  if (model.vision) {  // built whole on every pipeline rank (the wrappers' __init__ has no PP split)
+    auto vision = vision_weight_tensors(*model.vision, model.hidden);
+    tensors.insert(tensors.end(), vision.begin(), vision.end());
+  }
+  r.weights = weight_breakdown(tensors, options.tp, base, quant);
+  if (options.vllm)
+    if (auto rope = vllm_rope_cache(model, dtype_bytes(base))) r.weights.add(std::move(*rope));
   r.kv = std::move(*kv);
   const int64_t e = dtype_bytes(base);
   if (options.vllm) {
@@ -344,22 +383,7 @@ Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& op
   }
 
   r.notes = r.kv.layout.notes;
-  if (is_quantized(quant.weight))
-    r.notes.push_back(fmt::format(
-        "{} linear layers with {} scales {}{}; embeddings, LM head, norms, biases and routers stay {}{}",
-        dtype_name(quant.weight), dtype_name(quant.scale),
-        quant.group > 0 && quant.block_rows > 0 ? fmt::format("per {}×{} block", quant.block_rows, quant.group)
-        : quant.group > 0                       ? fmt::format("per group of {} inputs", quant.group)
-                                                : (quant.group == 0 ? "per output row" : "per tensor"),
-        quant.zero_points ? " and zero points" : "", dtype_name(base),
-        quant.source.empty() ? "" : "; as " + quant.source));
-  if (model.quant) {
-    if (options.weights.dtype && model.quant->weight)
-      r.warnings.push_back(fmt::format("the weight dtype given ({}) replaces config.json's quantization_config ({}); vLLM "
-                                       "loads the checkpoint as it is stored",
-                                       dtype_name(*options.weights.dtype), model.quant->summary));
-    r.warnings.insert(r.warnings.end(), model.quant->warnings.begin(), model.quant->warnings.end());
-  }
+  add_weight_notes(r, model, options, quant, base);
   add_profile_notes(r.notes, options, last_stage);
   return r;
 }

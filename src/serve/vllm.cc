@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/arch.h"
 #include "serve/gpu_catalog.h"
 
 namespace actmem {
@@ -35,6 +36,40 @@ Term vllm_sampler_warmup(const ModelSpec& m, int64_t n, int64_t tokens, int64_t 
                      {{"T", tokens}, {"h", m.hidden}, {"e", e}},
                      {{"2", 2}, {"n", n}, {"h", m.hidden}, {"e", e}}});
   t.note = fmt::format("R = min(next_pow2(n), SMs) = {}{}", rows, sms > 0 ? "" : " (SMs unknown: name a --gpu)");
+  return t;
+}
+
+std::optional<Term> vllm_rope_cache(const ModelSpec& m, int64_t e) {
+  if (!m.has_rope()) return std::nullopt;
+  const auto& rs = m.rope_scaling;
+  const int64_t max_pos = m.max_positions;
+  std::vector<Factor> rows{{"max_pos", max_pos}};
+  std::string how = "max_position_embeddings";
+  if ((rs.type == "linear" || rs.type == "dynamic") && rs.factor > 1.0) {
+    rows = {{"max_pos·factor", static_cast<int64_t>(static_cast<double>(max_pos) * rs.factor)}};
+    how = fmt::format("{} scaling: max_position_embeddings × {}", rs.type, rs.factor);
+  } else if (rs.type == "yarn" || rs.type == "deepseek_yarn") {
+    const int64_t original = rs.original_max_positions > 0 ? rs.original_max_positions : max_pos;
+    rows = {{"orig·factor", static_cast<int64_t>(static_cast<double>(original) * rs.factor)}};
+    how = fmt::format("yarn: original_max_position_embeddings {} × {}", original, rs.factor);
+  } else if ((rs.type == "longrope" || rs.type == "su") && rs.original_max_positions > 0) {
+    rows = {{"orig+max_pos", rs.original_max_positions + max_pos}};
+    how = "longrope: the short and the long table";
+  }
+  const int64_t rotary = m.mla ? m.mla->qk_rope_head_dim
+                               : static_cast<int64_t>(static_cast<double>(m.head_dim) * m.rotary_fraction);
+  std::vector<std::vector<Factor>> tables;
+  tables.push_back(rows);
+  tables.back().push_back({"rotary_dim", rotary});
+  tables.back().push_back({"e", e});
+  bool sliding = false;
+  for (const auto& l : m.layers) sliding = sliding || l.sliding_window > 0;
+  if (hf_quirks(m).local_rope_and_mask && sliding) {  // Gemma 3: rope_local_base_freq, unscaled
+    tables.push_back({{"max_pos", max_pos}, {"rotary_dim", rotary}, {"e", e}});
+    how += "; Gemma 3's sliding layers: a second table, unscaled";
+  }
+  Term t = sum_term("weights.rope_cache", "RoPE cos/sin cache (a buffer, whole on every rank)", tables);
+  t.note = how;
   return t;
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,17 @@ std::vector<int64_t> vllm_pp_partition(int64_t num_layers, int64_t pp);
 ///   T·h·e + 2·n·h·e        the forward's hidden states, the sampled rows and their rand_like
 /// Example: Llama-3.1-8B bf16, n 1024, T 8192, 132 SMs: 1,990,283,264 B (1.854 GiB; the log: 1.89).
 Term vllm_sampler_warmup(const ModelSpec& model, int64_t n, int64_t tokens, int64_t element_bytes, int64_t sms);
+
+/// RoPE's cos/sin caches, which "Model loading took" counts beside the weights: get_rope builds one
+/// [rows, rotary_dim] buffer in the model dtype per distinct RoPE configuration, shared by the layers
+/// and whole on every rank (vllm/model_executor/layers/rotary_embedding/__init__.py:27-79, base.py:57-92
+/// @8b141ed8c). rows = max_position_embeddings, × factor for linear and dynamic scaling
+/// (linear_scaling_rope.py:85-95), original_max_position_embeddings × factor for yarn, original +
+/// max_position_embeddings for longrope (short and long tables); rotary_dim = d·rotary fraction (MLA:
+/// the RoPE head dim). Gemma 3's sliding layers rotate with a base of their own: a second, unscaled
+/// table. None without RoPE. `element_bytes` 4 for models that build it in fp32 (gpt-oss).
+/// Example: Llama-3.1-8B bf16: 131072·128·2 = 33,554,432 B (32 MiB).
+std::optional<Term> vllm_rope_cache(const ModelSpec& model, int64_t element_bytes);
 
 /// Memory outside torch that grows during the profile run (the log's "non-torch forward increase").
 /// vLLM measures it (MemorySnapshot, vllm/utils/mem_utils.py:92-132, :264-274); its source does not

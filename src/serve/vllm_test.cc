@@ -86,9 +86,23 @@ TEST(Vllm, KvGroupsGemma3Padding) {
   EXPECT_EQ(vllm_rank_group_layers(*g, 0, 13), 2);
 }
 
+// RoPE's cos/sin cache (rotary_embedding/base.py:57-92, linear_scaling_rope.py:85-95 @8b141ed8c):
+// Llama-3-8B's 8192 positions × 128 × 2 B = 2 MiB; linear ×8 scaling multiplies the rows; yarn takes
+// original_max_position_embeddings × factor; GPT-2's learned positions have none.
+TEST(Vllm, RopeCache) {
+  ModelSpec m = *load_model("llama-3-8b");
+  EXPECT_EQ(vllm_rope_cache(m, 2)->bytes, Bytes{8192 * 128 * 2});
+  m.rope_scaling = {.type = "linear", .factor = 8.0};
+  EXPECT_EQ(vllm_rope_cache(m, 2)->bytes, Bytes{8 * 8192 * 128 * 2});
+  m.rope_scaling = {.type = "yarn", .factor = 32.0, .original_max_positions = 4096};
+  EXPECT_EQ(vllm_rope_cache(m, 4)->bytes, Bytes{int64_t{131072} * 128 * 4});
+  EXPECT_FALSE(vllm_rope_cache(*load_model("gpt2"), 2).has_value());
+}
+
 // A whole start-up: Llama-3-8B shapes on H100-80GB at 0.95 (the Llama-3.1-8B-Instruct log: 14.99 GiB
 // of weights, 1.89 peak, 0.25 non-torch, 58.11 GiB available, 29,751 blocks, 58.11x).
-// requested = ⌈85045477376 × 0.95⌉; available = requested − weights − sampler − 256 MiB;
+// requested = ⌈85045477376 × 0.95⌉; available = requested − weights (with the 2 MiB RoPE cache of
+// 8192·128·2) − sampler − 256 MiB;
 // blocks = ⌊available / (16·8·128·2·2) / 32⌋; concurrency = blocks / 512.
 TEST(Vllm, StartupLlama8bOnH100) {
   ServeRequest r;
@@ -100,7 +114,7 @@ TEST(Vllm, StartupLlama8bOnH100) {
   const VllmCapacity& c = *result->capacity->vllm;
   const int64_t requested = 80793203508;  // ⌈85045477376 × 0.95⌉
   EXPECT_EQ(c.requested.count(), requested);
-  const int64_t available = requested - 16'060'522'496 - 1'990'283'264 - (int64_t{256} << 20);
+  const int64_t available = requested - 16'060'522'496 - 2'097'152 - 1'990'283'264 - (int64_t{256} << 20);
   EXPECT_EQ(c.ranks.front().available.count(), available);
   EXPECT_EQ(c.num_gpu_blocks, available / 65536 / 32);
   EXPECT_EQ(c.kv_tokens, c.num_gpu_blocks * 16);
