@@ -501,6 +501,14 @@ Expected<CapacityReport> estimate_capacity(const ModelSpec& model, const ServeRe
     subtract_from_budget(c.budget, serving);
     c.kv_budget = c.budget.total();
     c.fits = serving.total() <= c.usable;
+    if (options.kv_cache_memory) {
+      if (!serving.vllm)
+        return Error{ErrorKind::kIncompatible, "kv_cache_memory",
+                     "@kv_cache_memory is vLLM's --kv-cache-memory-bytes; drop it or use @vllm_version 0.19"};
+      if (options.kv_cache_memory->count() <= 0)
+        return Error{ErrorKind::kInvalid, "kv_cache_memory", "@kv_cache_memory: must be a positive size, e.g. 40GiB"};
+      c.kv_budget = *options.kv_cache_memory;
+    }
 
     const KvCacheLayout& layout = serving.kv.layout;
     const int64_t budget = std::max<int64_t>(0, c.kv_budget.count());

@@ -105,6 +105,9 @@ Expected<ServeReport> estimate_serving(const ModelSpec& model, const ServeOption
 struct CapacityOptions {
   Bytes gpu_memory;               // total as cudaMemGetInfo reports it (gpu_catalog.h or --gpu-memory)
   double utilization = 0.9;       // vLLM --gpu-memory-utilization
+  // vLLM --kv-cache-memory-bytes: the KV cache of every worker, as given; the profile still runs,
+  // utilization is not used (v1/worker/gpu_worker.py:367-385 @8b141ed8c).
+  std::optional<Bytes> kv_cache_memory;
 };
 
 /// One vLLM worker's KV budget (GW:387-421): available = requested − weights − peak − non-torch.
@@ -122,6 +125,7 @@ struct VllmRankBudget {
 /// What vLLM v0.19 logs after profiling: blocks are the least over the ranks (KCU:1602-1613).
 struct VllmCapacity {
   Bytes requested;  // ⌈total × utilization⌉ (WU:408-410)
+  bool kv_given = false;  // --kv-cache-memory-bytes: available is the given bytes, requested unused
   std::vector<VllmRankBudget> ranks;
   VllmKvGroups groups;
   int64_t page_bytes = 0;      // one layer, one block: B·(values per token per layer)·e

@@ -118,8 +118,11 @@ std::string vllm_log_lines(const VllmCapacity& c, int64_t block_size) {
     out += line(indent, fmt::format("Model loading took {}", gib(b.weights)));
     out += line(indent, fmt::format("torch peak memory increase {}; non-torch forward increase memory {}",
                                     gib(b.activation), gib(b.non_torch)));
-    out += line(indent, fmt::format("Available KV cache memory: {} (requested {})", gib(b.available),
-                                    gib(c.requested)));
+    out += line(indent, c.kv_given ? fmt::format("reserved {} memory for KV Cache as specified by "
+                                                 "kv_cache_memory_bytes config",
+                                                 gib(b.available))
+                                   : fmt::format("Available KV cache memory: {} (requested {})", gib(b.available),
+                                                 gib(c.requested)));
   }
   out += line("  ", fmt::format("GPU KV cache size: {} tokens (num_gpu_blocks {}, blocks of {} tokens)",
                                 group_digits(c.kv_tokens), c.num_gpu_blocks, block_size));

@@ -98,6 +98,9 @@ const std::array kRows{
     Row{{"disable_hybrid_kv_cache_manager", OptionKind::kFlag,
          "vLLM: sliding-window layers kept as full ones (one KV group)"},
         ACTMEM_SET(option_flag, disable_hybrid_kv_cache_manager)},
+    Row{{"kv_cache_memory", OptionKind::kSize,
+         "vLLM: KV cache bytes per GPU, as --kv-cache-memory-bytes (utilization then unused)"},
+        ACTMEM_SET_SIZE(kv_cache_memory)},
 };
 
 #undef ACTMEM_SET
@@ -244,8 +247,14 @@ Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
   if (!serving) return serving.error();
   ServeResult result{model.name, std::move(*serving), std::nullopt, gpu_name};
   for (auto& n : *vllm_notes) result.serving.notes.push_back(std::move(n));
+  auto kv_memory = optional_size("kv_cache_memory", f.kv_cache_memory);
+  if (!kv_memory) return kv_memory.error();
+  if (*kv_memory && !gpu_memory)
+    return Error{ErrorKind::kIncompatible, "kv_cache_memory",
+                 "@kv_cache_memory sizes the KV cache of a GPU: name it with @gpu or @gpu_memory"};
   if (gpu_memory) {
-    auto capacity = estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization});
+    auto capacity =
+        estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization, *kv_memory});
     if (!capacity) return capacity.error();
     result.capacity = std::move(*capacity);
   }

@@ -48,6 +48,7 @@ struct ServeRequest {
   int64_t pp = 1;                      // vLLM pipeline ranks
   int64_t dp = 1;                      // vLLM data-parallel replicas (per-GPU memory unchanged)
   bool disable_hybrid_kv_cache_manager = false;
+  std::string kv_cache_memory;         // vLLM --kv-cache-memory-bytes, a size; empty: profiled
 };
 
 /// The serving estimate and, with gpu or gpu_memory, the capacity. result.model_name is model.name.

@@ -13,12 +13,14 @@ namespace actmem {
 namespace {
 
 /// vLLM v0.19's budget and block count on every pipeline rank (serve/vllm.h).
-Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& serving, Bytes total, double util) {
+Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& serving, Bytes total, double util,
+                                     std::optional<Bytes> kv_cache_memory) {
   const VllmOptions& v = *serving.vllm;
   const KvCacheLayout& layout = serving.kv.layout;
   VllmCapacity c;
   c.requested = Bytes{static_cast<int64_t>(std::ceil(static_cast<double>(total.count()) * util))};
   c.max_model_len = serving.kv.context_len;
+  c.kv_given = kv_cache_memory.has_value();
   auto groups = vllm_kv_groups(model, layout.block_size, c.max_model_len, v.max_num_batched_tokens, v.hybrid_kv_cache);
   if (!groups) return groups.error();
   c.groups = std::move(*groups);
@@ -38,7 +40,7 @@ Expected<VllmCapacity> vllm_capacity(const ModelSpec& model, const ServeReport& 
     b.weights = r.weights_bytes();
     b.activation = r.activation_bytes();
     b.non_torch = r.non_torch_bytes();
-    b.available = c.requested - b.weights - b.activation - b.non_torch;
+    b.available = kv_cache_memory ? *kv_cache_memory : c.requested - b.weights - b.activation - b.non_torch;
     b.group_layers = vllm_rank_group_layers(c.groups, r.first_layer, r.num_layers);
     b.num_blocks = std::max<int64_t>(0, b.available.count()) / c.page_bytes / b.group_layers;
     c.num_gpu_blocks = std::min(c.num_gpu_blocks, b.num_blocks);
@@ -107,7 +109,7 @@ void subtract_from_budget(Breakdown& budget, const ServeReport& serving) {
 
 Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, const ServeReport& serving,
                                    const CapacityOptions& options) {
-  auto v = vllm_capacity(model, serving, options.gpu_memory, options.utilization);
+  auto v = vllm_capacity(model, serving, options.gpu_memory, options.utilization, options.kv_cache_memory);
   if (!v) return v.error();
   const auto binding = std::min_element(v->ranks.begin(), v->ranks.end(), [](const auto& x, const auto& y) {
     return x.num_blocks < y.num_blocks;
@@ -118,9 +120,16 @@ Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, co
                        ? "KV cache budget per GPU (vLLM 0.19)"
                        : fmt::format("KV cache budget per GPU (vLLM 0.19; pipeline rank {}, the fewest blocks)",
                                      binding->pp_rank);
-  c.budget.add(Term{"usable", "requested: ⌈GPU memory × utilization⌉", "⌈M·u⌉",
-                    fmt::format("⌈{} × {}⌉", options.gpu_memory.count(), options.utilization), v->requested});
-  subtract_from_budget(c.budget, serving.stages.empty() ? serving : serving.stages[binding - v->ranks.begin()]);
+  const ServeReport& rank = serving.stages.empty() ? serving : serving.stages[binding - v->ranks.begin()];
+  if (options.kv_cache_memory) {  // the profile still runs; utilization is not used (GW:367-385)
+    c.budget.add(Term{"kv_cache_memory", "given: --kv-cache-memory-bytes (utilization not used)", "given",
+                      format_binary(*options.kv_cache_memory), *options.kv_cache_memory});
+    c.usable = Bytes{checked_add(rank.total().count() - rank.kv_bytes().count(), options.kv_cache_memory->count())};
+  } else {
+    c.budget.add(Term{"usable", "requested: ⌈GPU memory × utilization⌉", "⌈M·u⌉",
+                      fmt::format("⌈{} × {}⌉", options.gpu_memory.count(), options.utilization), v->requested});
+    subtract_from_budget(c.budget, rank);
+  }
   c.kv_budget = binding->available;
   c.kv_blocks = v->num_gpu_blocks;
   c.kv_tokens = v->kv_tokens;
@@ -129,6 +138,8 @@ Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, co
   const bool room = std::all_of(v->ranks.begin(), v->ranks.end(),
                                 [](const VllmRankBudget& r) { return r.available >= r.request_bytes; });
   c.fits = room && v->max_concurrency >= static_cast<double>(serving.kv.batch);
+  // Given KV bytes are allocated whatever the GPU holds: past its memory, the allocation fails.
+  if (options.kv_cache_memory && c.usable > options.gpu_memory) c.fits = false;
   c.vllm = std::move(*v);
   return {};
 }

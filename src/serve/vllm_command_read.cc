@@ -86,6 +86,14 @@ Expected<void> read_tokens(Ctx& c, std::string_view option) {
   return set(c, std::string(option), *n);
 }
 
+/// --kv-cache-memory-bytes: a human-readable int of bytes (AU:354-364); the profile still runs and
+/// utilization is not used (v1/worker/gpu_worker.py:367-385).
+Expected<void> read_kv_bytes(Ctx& c, std::string_view option) {
+  auto n = human_int(c.value());
+  if (!n || *n < 1) return c.bad("expected a number of bytes, e.g. 40000000000, 40g (40·1000³) or 40G (40·1024³)");
+  return set(c, std::string(option), *n);
+}
+
 Expected<void> read_real(Ctx& c, std::string_view option) {
   char* end = nullptr;
   const double v = std::strtod(c.value().c_str(), &end);
@@ -219,9 +227,7 @@ constexpr Rule kRules[] = {
     {"tokenizer", read_no_effect, ""},
     {"served_model_name", read_no_effect, ""},
     {"trust_remote_code", read_no_effect, ""},
-    {"kv_cache_memory_bytes", read_unmodelled,
-     "vLLM gives the KV cache exactly this many bytes and ignores --gpu-memory-utilization (config/cache.py:151; "
-     "v1/worker/gpu_worker.py:344-362)"},
+    {"kv_cache_memory_bytes", read_kv_bytes, "kv_cache_memory"},
     {"cpu_offload_gb", read_unmodelled,
      "that many GiB of weights stay in CPU memory (UVA), so fewer weight bytes on the GPU and a larger KV cache"},
     {"hf_overrides", read_unmodelled, "changes to config.json's fields (the shapes may differ from the file's)"},

@@ -199,8 +199,9 @@ TEST(VllmCommand, LastOneWinsAndFlags) {
 
 // A quoted JSON value is one word; the command ends at a redirection or `&`; nargs="+" lists take
 // the words up to the next option (so `--served-model-name a b MODEL` swallows MODEL, as in vLLM).
-// The read arguments actmem cannot honour warn: --kv-cache-memory (a unique prefix of
-// --kv-cache-memory-bytes), --cpu-offload-gb above 0, a --quantization method other than fp8.
+// The read arguments actmem cannot honour warn: --cpu-offload-gb above 0, a --quantization method
+// other than fp8 on an unquantized checkpoint. --kv-cache-memory (a unique prefix of
+// --kv-cache-memory-bytes) is read.
 TEST(VllmCommand, ValuesListsAndReadButNotModelled) {
   const auto c = read_ok("vllm serve " + kQwen +
                          " --compilation-config '{\"cudagraph_mode\": \"FULL\"}' --served-model-name a b "
@@ -210,7 +211,7 @@ TEST(VllmCommand, ValuesListsAndReadButNotModelled) {
       << joined(c.notes);
   EXPECT_TRUE(mentions(c.ignored, "--served-model-name (line 1)"));
   EXPECT_TRUE(mentions(c.ignored, "--cpu-offload-gb (line 1)"));
-  EXPECT_TRUE(mentions(c.warnings, "--kv-cache-memory 10G (line 1): not modelled: vLLM gives the KV cache exactly"));
+  EXPECT_EQ(c.request.kv_cache_memory, "10737418240");
   EXPECT_TRUE(mentions(c.warnings, "--quantization awq (line 1): not modelled"));
   EXPECT_TRUE(mentions(c.warnings, "--kv-cache-dtype fp8_ds_mla (line 1): not modelled"));
   EXPECT_TRUE(mentions(c.warnings, "--config extra.yaml (line 1): the YAML's arguments are not read"));
@@ -267,6 +268,13 @@ TEST(VllmCommand, OneCommandPerFile) {
 
 // ../shared/data/vllm-0.19/vllm019_runs.json (llm-d-planner's v0.19.0 sweep on H100-80GB): every
 // started run's settings written as the `vllm serve` line they came from, read back into the request.
+// --kv-cache-memory is a unique prefix of --kv-cache-memory-bytes (argparse abbreviations), read
+// as vLLM's human_readable_int: 40G is 40·1024³ bytes (engine/arg_utils.py:354-364).
+TEST(VllmCommand, KvCacheMemoryBytes) {
+  const auto c = read_ok("vllm serve tests/data/configs/qwen2-0.5b.json --kv-cache-memory 40G");
+  EXPECT_EQ(c.request.kv_cache_memory, std::to_string(int64_t{40} << 30));
+}
+
 TEST(VllmCommand, TheSweepsSettings) {
   std::ifstream f(kRuns);
   if (!f) GTEST_SKIP() << kRuns << " is absent";

@@ -86,6 +86,30 @@ TEST(Vllm, KvGroupsGemma3Padding) {
   EXPECT_EQ(vllm_rank_group_layers(*g, 0, 13), 2);
 }
 
+// --kv-cache-memory-bytes (v1/worker/gpu_worker.py:367-385 @8b141ed8c): the KV cache is the given
+// bytes on every worker and utilization is not used: 40 GiB of Llama-3-8B pages (16·8·128·2·2 B per
+// layer, 32 layers) is 40·2³⁰ / 65536 / 32 = 20480 blocks, 40.00x at 8192 tokens. Given more than the
+// GPU holds beside the weights, the allocation fails.
+TEST(Vllm, GivenKvCacheMemory) {
+  ServeRequest r;
+  r.context_len = 8192;
+  r.gpu = "h100-80gb";
+  r.kv_cache_memory = "40GiB";
+  auto result = serve(*load_model("llama-3-8b"), r);
+  ASSERT_TRUE(result) << result.error().message;
+  const VllmCapacity& c = *result->capacity->vllm;
+  EXPECT_TRUE(c.kv_given);
+  EXPECT_EQ(c.num_gpu_blocks, 20480);
+  EXPECT_DOUBLE_EQ(c.max_concurrency, 40.0);
+  EXPECT_TRUE(result->capacity->fits);
+  r.kv_cache_memory = "70GiB";  // + 14.96 weights + 1.85 peak + 0.25 > 79.2 GiB
+  EXPECT_FALSE(serve(*load_model("llama-3-8b"), r)->capacity->fits);
+  r.gpu.clear();
+  auto no_gpu = serve(*load_model("llama-3-8b"), r);
+  ASSERT_FALSE(no_gpu.has_value());
+  EXPECT_EQ(no_gpu.error().field, "kv_cache_memory");
+}
+
 // RoPE's cos/sin cache (rotary_embedding/base.py:57-92, linear_scaling_rope.py:85-95 @8b141ed8c):
 // Llama-3-8B's 8192 positions × 128 × 2 B = 2 MiB; linear ×8 scaling multiplies the rows; yarn takes
 // original_max_position_embeddings × factor; GPT-2's learned positions have none.

@@ -135,6 +135,8 @@ void add_vllm_flags(CLI::App& sub, ServeRequest& request) {
   sub.add_option("--dp", request.dp, "vLLM data-parallel replicas (per-GPU memory unchanged)")->capture_default_str();
   sub.add_flag("--disable-hybrid-kv-cache-manager", request.disable_hybrid_kv_cache_manager,
                 "vLLM: sliding-window layers kept as full ones (one KV group)");
+  sub.add_option("--kv-cache-memory", request.kv_cache_memory,
+                 "vLLM --kv-cache-memory-bytes: KV cache per GPU, e.g. 40GiB\n(--gpu-memory-utilization then unused)");
 }
 
 }  // namespace
