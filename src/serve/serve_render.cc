@@ -94,6 +94,10 @@ nlohmann::json serve_json(const ServeResult& r) {
                      {"terms", terms_json(c.budget)}};
   }
   if (s.vllm) j["vllm"] = vllm_json(r);
+  j["suggestions"] = nlohmann::json::array();
+  for (const auto& g : r.suggestions)
+    j["suggestions"].push_back({{"flag", g.flag}, {"option", g.option}, {"value", g.value},
+                                {"max_concurrency", g.concurrency}, {"effect", g.effect}});
   j["notes"] = s.notes;
   j["warnings"] = s.warnings;
   return j;
@@ -170,6 +174,11 @@ std::string serve_table(const ServeResult& r, bool explain) {
                        c.context_limited_by_model ? " (the model's max_position_embeddings)" : "");
     out += fmt::format("  requested batch fits: {}\n", c.fits ? "yes" : "no");
     if (c.vllm) out += vllm_log_lines(*c.vllm, kv.layout.block_size);
+  }
+  if (!r.suggestions.empty()) {
+    out += fmt::format("\nTo fit {} request(s) of {} tokens, change one flag of the `vllm serve` line:\n", kv.batch,
+                       group_digits(kv.context_len));
+    for (const auto& g : r.suggestions) out += fmt::format("  {:<32} {}\n", g.flag, g.effect);
   }
   for (const auto& n : s.notes) out += wrap("note: " + n, 100, "      ") + "\n";  // a 100-column terminal
   if (!explain) out += "\n(--explain shows every weight tensor, KV layer group and workspace candidate with its formula)\n";

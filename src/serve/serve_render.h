@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -10,12 +11,22 @@
 
 namespace actmem {
 
+/// One `vllm serve` flag that alone makes a request fit (serve/suggest.h).
+struct ServeSuggestion {
+  std::string flag;        // the `vllm serve` flag and its value: "--max-model-len 7168"
+  std::string option;      // the actmem option it sets: "context_len"
+  std::string value;       // "7168"
+  double concurrency = 0;  // vLLM's "Maximum concurrency" with it (requests of its max_model_len)
+  std::string effect;      // one line: "58.18x -> 64.55x requests of 7,168 tokens"
+};
+
 /// What one `serve` run produced; `capacity` is set when a GPU (or its memory) was given.
 struct ServeResult {
   std::string model_name;
   ServeReport serving;
   std::optional<CapacityReport> capacity;
   std::string gpu_name;  // catalog name, or "custom" for --gpu-memory
+  std::vector<ServeSuggestion> suggestions;  // when the capacity does not fit (vLLM's rules)
 };
 
 /// Example: serve_json(r)["kv_cache"]["per_token_bytes"] == 131072 for llama-3-8b in bf16.

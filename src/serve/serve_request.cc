@@ -8,6 +8,7 @@
 
 #include "serve/gpu_catalog.h"
 #include "serve/serve.h"
+#include "serve/suggest.h"
 #include "util/spellcheck.h"
 
 namespace actmem {
@@ -197,7 +198,9 @@ Expected<void> set_serve_option(ServeRequest& request, std::string_view name, co
                fmt::format("unknown option @{}{}", name, guess ? fmt::format("; did you mean @{}?", *guess) : "")};
 }
 
-Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
+namespace {
+
+Expected<ServeResult> serve_once(const ModelSpec& model, const ServeRequest& f) {
   if (!(f.gpu_memory_utilization > 0.0 && f.gpu_memory_utilization <= 1.0))
     return Error{ErrorKind::kInvalid, "gpu_memory_utilization",
                  fmt::format("@gpu_memory_utilization {}: must be in (0, 1], e.g. 0.9", f.gpu_memory_utilization)};
@@ -258,6 +261,16 @@ Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& f) {
     if (!capacity) return capacity.error();
     result.capacity = std::move(*capacity);
   }
+  return result;
+}
+
+}  // namespace
+
+Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& request) {
+  auto result = serve_once(model, request);
+  if (result && result->capacity && !result->capacity->fits)
+    result->suggestions = suggest_vllm_flags(
+        request, *result, [&model](const ServeRequest& changed) { return serve_once(model, changed); });
   return result;
 }
 
