@@ -21,6 +21,7 @@
 #include <yaml-cpp/yaml.h>  // Debian libyaml-cpp-dev: the YAML parser, with each node's line
 
 #include "config/training_config.h"
+#include "config/yaml_values.h"
 #include "model/presets.h"
 #include "policies/finetune.h"  // kLora* target bits, lora_targets_name()
 #include "util/spellcheck.h"
@@ -176,32 +177,6 @@ std::string yaml_text(const YAML::Node& node) {
   out.SetSeqFormat(YAML::Flow);
   out << node;
   return out.c_str();
-}
-
-/// A YAML (or JSON-as-YAML) value as JSON: quoted scalars stay strings, plain ones become
-/// booleans, null or numbers where they read as such.
-nlohmann::json yaml_to_json(const YAML::Node& node) {
-  if (node.IsMap()) {
-    nlohmann::json out = nlohmann::json::object();
-    for (auto it = node.begin(); it != node.end(); ++it) out[it->first.as<std::string>()] = yaml_to_json(it->second);
-    return out;
-  }
-  if (node.IsSequence()) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& v : node) out.push_back(yaml_to_json(v));
-    return out;
-  }
-  if (!node.IsScalar()) return nullptr;
-  const std::string& s = node.Scalar();
-  if (node.Tag() == "!") return s;  // quoted
-  if (s == "true" || s == "True") return true;
-  if (s == "false" || s == "False") return false;
-  if (s == "null" || s == "~") return nullptr;
-  int64_t i = 0;
-  if (YAML::convert<int64_t>::decode(node, i)) return i;
-  double d = 0;
-  if (YAML::convert<double>::decode(node, d)) return d;
-  return s;
 }
 
 bool is_off(const YAML::Node& node) {

@@ -19,6 +19,7 @@ namespace actmem::shell {
 struct Token {
   std::string text;
   int line = 0;
+  std::string file;  // where the word was read when not the command's own file (a --config YAML)
 };
 
 /// Lines of words: backslash-newline continuations joined into one line, `#` comments (at the start

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/shell_words.h"
+#include "config/yaml_values.h"
 #include "serve/vllm.h"
 #include "serve/vllm_command_args.h"
 #include "util/spellcheck.h"
@@ -61,6 +62,11 @@ using vllm_args::Use;
 
 std::string where_of(std::string_view name, int line) {
   return name.empty() ? fmt::format("line {}", line) : fmt::format("{}:{}", name, line);
+}
+/// A word's or an argument's place: its --config YAML's line, else the command file's.
+template <typename T>
+std::string where_of(std::string_view name, const T& t) {
+  return where_of(t.file.empty() ? name : std::string_view(t.file), t.line);
 }
 
 Error config_error(std::string message) { return Error{ErrorKind::kConfig, "", std::move(message)}; }
@@ -181,10 +187,10 @@ std::vector<Token> normalise(std::vector<Token> in, bool serve, std::vector<std:
     for (std::size_t i = 0; i < in.size(); ++i) {
       const bool bare = in[i].text == "--model" && i + 1 < in.size();
       if (!bare && !in[i].text.starts_with("--model=")) continue;
-      Token model{bare ? in[i + 1].text : in[i].text.substr(8), in[i].line};
+      Token model{bare ? in[i + 1].text : in[i].text.substr(8), in[i].line, in[i].file};
       notes.push_back(fmt::format("--model {} ({}): vLLM moves it to `serve MODEL` (deprecated there; "
                                   "vllm/utils/argparse_utils.py)",
-                                  model.text, where_of(name, model.line)));
+                                  model.text, where_of(name, model)));
       in.erase(in.begin() + static_cast<std::ptrdiff_t>(i), in.begin() + static_cast<std::ptrdiff_t>(i + (bare ? 2 : 1)));
       in.insert(in.begin(), model);
       break;
@@ -196,7 +202,7 @@ std::vector<Token> normalise(std::vector<Token> in, bool serve, std::vector<std:
       std::replace(t.text.begin(), t.text.begin() + static_cast<std::ptrdiff_t>(std::min(end, t.text.size())), '_', '-');
       if (t.text.starts_with("--help=")) t.text = "--help";
     } else if (t.text.starts_with("-O") && t.text.size() > 2) {
-      out.push_back({"--optimization-level", t.line});
+      out.push_back({"--optimization-level", t.line, t.file});
       t.text = t.text.substr(t.text[2] == '=' ? 3 : 2);
     } else if (t.text == "-O" && i + 1 < in.size() && in[i + 1].text.size() == 1 && in[i + 1].text[0] >= '0' &&
                in[i + 1].text[0] <= '3') {
@@ -282,7 +288,7 @@ Expected<Parsed> parse_arguments(const std::vector<Token>& w, std::string_view n
   std::vector<Given> dotted;
   for (std::size_t i = 0; i < w.size(); ++i) {
     const std::string& text = w[i].text;
-    const std::string where = where_of(name, w[i].line);
+    const std::string where = where_of(name, w[i]);
     if (!is_option_word(text)) {
       if (p.positional)
         return config_error(fmt::format("{} ({}): a second positional argument after the model {}; vLLM refuses it "
@@ -297,6 +303,7 @@ Expected<Parsed> parse_arguments(const std::vector<Token>& w, std::string_view n
     if (eq != std::string::npos) explicit_value = text.substr(eq + 1);
     Given g;
     g.line = w[i].line;
+    g.file = w[i].file;
     const auto dot = option.find('.');
     if (dot != std::string::npos) {  // NAME.k1.k2=VALUE: one key of NAME's JSON (AP:302-356)
       g.key = option.substr(dot + 1);
@@ -446,21 +453,48 @@ Expected<void> resolve_model(VllmCommand& cmd, std::string_view base_dir, bool m
 void take_model(const Found& f, const Parsed& p, std::string_view name, VllmCommand& cmd) {
   if (f.serve && p.positional) {
     cmd.model = p.positional->text;
-    cmd.model_source = fmt::format("{} {} ({})", f.entrypoint, cmd.model, where_of(name, f.line));
+    cmd.model_source = fmt::format("{} {} ({})", f.entrypoint, cmd.model,
+                                   p.positional->file.empty() ? where_of(name, f.line) : where_of(name, *p.positional));
   } else if (p.positional) {
     cmd.warnings.push_back(fmt::format("{} ({}): the api_server never reads a positional model; it serves --model",
-                                       p.positional->text, where_of(name, p.positional->line)));
+                                       p.positional->text, where_of(name, *p.positional)));
   }
   for (const auto& g : p.given) {
     if (g.row->dest != "model") continue;
     if (f.serve && p.positional) {
       cmd.notes.push_back(fmt::format("{}: vLLM serves the positional model {} instead (entrypoints/cli/serve.py:45)",
-                                      g.source(where_of(name, g.line)), p.positional->text));
+                                      g.source(where_of(name, g)), p.positional->text));
       continue;
     }
     cmd.model = g.values.front();
-    cmd.model_source = g.source(where_of(name, g.line));
+    cmd.model_source = g.source(where_of(name, g));
   }
+}
+
+/// `--config FILE` (exactly that word, as vLLM looks for it): the YAML's arguments in its place,
+/// ahead of the rest so that the line's own arguments win (argparse_utils.py:298-299, :443-523).
+Expected<void> expand_config(std::vector<Token>& args, std::string_view base_dir, std::string_view name,
+                             std::vector<std::string>& notes) {
+  const auto is_config = [](const Token& t) { return t.text == "--config"; };
+  const auto n = std::count_if(args.begin(), args.end(), is_config);
+  if (n == 0) return {};
+  const auto at = std::find_if(args.begin(), args.end(), is_config);
+  if (n > 1) return config_error(fmt::format("--config ({}): more than one config file; vLLM refuses it", where_of(name, *at)));
+  if (at + 1 == args.end())
+    return config_error(fmt::format("--config ({}): no config file follows it; vLLM refuses it", where_of(name, *at)));
+  const std::string file = (at + 1)->text;
+  std::filesystem::path path(file);
+  if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
+  auto words = vllm_config_arguments(path.string(), file);
+  if (!words) return words.error();
+  notes.push_back(fmt::format("--config {} ({}): its {} words read in its place, before the line's own arguments, "
+                              "which win (vllm/utils/argparse_utils.py:443-523)",
+                              file, where_of(name, *at), words->size()));
+  args.erase(at, at + 2);
+  // Ahead of everything but a leading positional MODEL (vLLM keeps `serve MODEL` first).
+  const auto insert = !args.empty() && !is_option_word(args.front().text) ? 1 : 0;
+  args.insert(args.begin() + insert, words->begin(), words->end());
+  return {};
 }
 
 }  // namespace
@@ -472,6 +506,7 @@ Expected<VllmCommand> read_vllm_command(std::string_view text, std::string_view 
   VllmCommand cmd;
   cmd.entrypoint = found->entrypoint;
   read_env(found->env, name, cmd);
+  if (auto ok = expand_config(found->args, base_dir, name, cmd.notes); !ok) return ok.error();
   auto parsed = parse_arguments(normalise(found->args, found->serve, cmd.notes, name), name);
   if (!parsed) return parsed.error();
   take_model(*found, *parsed, name, cmd);
@@ -479,11 +514,12 @@ Expected<VllmCommand> read_vllm_command(std::string_view text, std::string_view 
   vllm_args::ReadState state;
   state.model_given = model_given;
   for (const auto& g : last_of_each(std::move(parsed->given))) {
-    const std::string where = where_of(name, g.line);
+    const std::string where = where_of(name, g);
     if (g.row->dest == "model") continue;
     if (g.row->use == Use::kNoEffect) {
       if (g.row->dest == "config")
-        cmd.warnings.push_back(fmt::format("{}: the YAML's arguments are not read; write them on the line",
+        cmd.warnings.push_back(fmt::format("{}: vLLM reads a config file only as the two words `--config FILE` "
+                                           "(vllm/utils/argparse_utils.py:298); written so, its arguments are not read",
                                            g.source(where)));
       else
         cmd.ignored.push_back(fmt::format("{} ({})", g.option(), where));

@@ -40,6 +40,7 @@ struct Given {
   std::string key;                  // a dotted JSON sub-key: "cudagraph_mode" of -cc.cudagraph_mode=FULL
   std::vector<std::string> values;  // none for flags
   int line = 0;
+  std::string file;                 // a --config YAML's name when it came from there
 
   std::string option() const;  // written, with .key if any
   /// "--tensor-parallel-size 2 (serve.sh:3)", "-cc.cudagraph_mode=FULL (serve.sh:4)".

@@ -206,7 +206,7 @@ TEST(VllmCommand, ValuesListsAndReadButNotModelled) {
   const auto c = read_ok("vllm serve " + kQwen +
                          " --compilation-config '{\"cudagraph_mode\": \"FULL\"}' --served-model-name a b "
                          "--kv-cache-memory 10G --cpu-offload-gb 0 --quantization awq --kv-cache-dtype fp8_ds_mla "
-                         "--config extra.yaml > serve.log 2>&1 &");
+                         "--config=extra.yaml > serve.log 2>&1 &");
   EXPECT_TRUE(mentions(c.notes, "--compilation-config {\"cudagraph_mode\": \"FULL\"} (line 1): read; CUDA graphs"))
       << joined(c.notes);
   EXPECT_TRUE(mentions(c.ignored, "--served-model-name (line 1)"));
@@ -214,7 +214,7 @@ TEST(VllmCommand, ValuesListsAndReadButNotModelled) {
   EXPECT_EQ(c.request.kv_cache_memory, "10737418240");
   EXPECT_TRUE(mentions(c.warnings, "--quantization awq (line 1): not modelled"));
   EXPECT_TRUE(mentions(c.warnings, "--kv-cache-dtype fp8_ds_mla (line 1): not modelled"));
-  EXPECT_TRUE(mentions(c.warnings, "--config extra.yaml (line 1): the YAML's arguments are not read"));
+  EXPECT_TRUE(mentions(c.warnings, "--config extra.yaml (line 1): vLLM reads a config file only as the two words"));
   EXPECT_EQ(c.request.kv_dtype, "auto");
   EXPECT_EQ(c.request.weight_dtype, "auto");
   EXPECT_TRUE(mentions(read_ok("vllm serve " + kQwen + " --cpu-offload-gb 4").warnings, "--cpu-offload-gb 4 (line 1): not modelled"));
@@ -273,6 +273,37 @@ TEST(VllmCommand, OneCommandPerFile) {
 TEST(VllmCommand, KvCacheMemoryBytes) {
   const auto c = read_ok("vllm serve tests/data/configs/qwen2-0.5b.json --kv-cache-memory 40G");
   EXPECT_EQ(c.request.kv_cache_memory, std::to_string(int64_t{40} << 30));
+}
+
+// `--config FILE` (vllm/utils/argparse_utils.py:443-590 @8b141ed8c): the YAML's keys become
+// arguments ahead of the line's own, which win; true is a flag, false nothing, a mapping JSON.
+TEST(VllmCommand, ConfigYamlArguments) {
+  const std::string dir = ::testing::TempDir();
+  const std::string yaml = dir + "/serve_args.yaml";
+  {
+    std::ofstream f(yaml);
+    f << "tensor-parallel-size: 2\nmax_model_len: 4096\nenable-prefix-caching: false\n"
+         "compilation-config:\n  cudagraph_mode: FULL\ngpu-memory-utilization: 0.85\n";
+  }
+  const auto c = read_ok("vllm serve " + kQwen + " --config " + yaml + " --max-model-len 8192", "serve.sh");
+  EXPECT_EQ(c.request.tp, 2);
+  EXPECT_EQ(c.request.context_len, 8192);  // the line wins over the YAML's 4096
+  EXPECT_DOUBLE_EQ(c.request.gpu_memory_utilization, 0.85);
+  ASSERT_NE(find(c, "tp"), nullptr);
+  EXPECT_EQ(find(c, "tp")->source, "--tensor-parallel-size 2 (" + yaml + ":1)");
+  EXPECT_TRUE(mentions(c.notes, "--compilation-config {\"cudagraph_mode\":\"FULL\"} (" + yaml + ":4): read"))
+      << joined(c.notes);
+  EXPECT_NE(read_error("vllm serve " + kQwen + " --config a.yaml --config b.yaml").find("more than one config file"),
+            std::string::npos);
+  EXPECT_NE(read_error("vllm serve " + kQwen + " --config args.json").find("a .yaml or .yml file"), std::string::npos);
+  EXPECT_NE(read_error("vllm serve " + kQwen + " --config missing.yaml").find("cannot read the file"),
+            std::string::npos);
+  {
+    std::ofstream f(dir + "/list.yaml");
+    f << "- 1\n- 2\n";
+  }
+  EXPECT_NE(read_error("vllm serve " + kQwen + " --config " + dir + "/list.yaml").find("expected a mapping"),
+            std::string::npos);
 }
 
 TEST(VllmCommand, TheSweepsSettings) {
