@@ -99,8 +99,8 @@ def vllm_line(data, r):
 
 def command(actmem, data, r, scripts, batch):
     """`actmem serve --from` the run's vllm serve line (written under `scripts`) on the run's GPU,
-    or (None, reason). A checkpoint's own quantization (compressed-tensors W8A8, MXFP4) is read
-    from its config.json's quantization_config, as vLLM reads it."""
+    or (None, reason). A checkpoint's own quantization (compressed-tensors W8A8) is read from its
+    config.json's quantization_config, as vLLM reads it (MXFP4 only warns: gpt-oss is not read)."""
     s = r["settings"]
     if not r.get("config_file"):
         return None, "no config.json in the data (model not published)"

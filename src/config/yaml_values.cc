@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 namespace actmem {
 namespace {
@@ -27,7 +28,7 @@ std::optional<bool> yaml11_bool(const YAML::Node& node) {
 std::string scalar_text(const YAML::Node& node) {
   if (node.IsNull()) return "None";
   if (node.IsScalar()) return node.Scalar();
-  return yaml_to_json(node).dump();
+  return yaml_to_json(node).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -90,7 +91,7 @@ Expected<std::vector<shell::Token>> vllm_config_arguments(const std::string& pat
         for (const auto& item : value) word(scalar_text(item));
       } else if (value.IsMap()) {
         word("--" + key);
-        word(yaml_to_json(value).dump());
+        word(yaml_to_json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       } else {
         word("--" + key);
         word(scalar_text(value));

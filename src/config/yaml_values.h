@@ -6,10 +6,13 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "config/shell_words.h"
 #include "util/expected.h"
+
+namespace YAML {
+class Node;  // yaml-cpp, included by the .cc only: the WebAssembly build, which has no yaml-cpp, still compiles callers
+}  // namespace YAML
 
 namespace actmem {
 

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 namespace actmem {
 namespace {

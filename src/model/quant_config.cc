@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_text.h"
+
 namespace actmem {
 namespace {
 
@@ -31,7 +33,7 @@ class QuantReader {
   Expected<std::optional<int64_t>> integer(const std::string& key) const {
     const json* v = find(key);
     if (!v) return std::optional<int64_t>{};
-    if (!v->is_number_integer()) return error(key, fmt::format("must be an integer, got {}", v->dump()));
+    if (!v->is_number_integer()) return error(key, fmt::format("must be an integer, got {}", describe_json(*v)));
     const int64_t n = v->get<int64_t>();
     if (n < -1 || n > (int64_t{1} << 20)) return error(key, fmt::format("= {} is out of range", n));
     return std::optional<int64_t>{n};
@@ -39,13 +41,13 @@ class QuantReader {
   Expected<bool> boolean(const std::string& key, bool fallback) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_boolean()) return error(key, fmt::format("must be true or false, got {}", v->dump()));
+    if (!v->is_boolean()) return error(key, fmt::format("must be true or false, got {}", describe_json(*v)));
     return v->get<bool>();
   }
   Expected<std::string> string(const std::string& key) const {
     const json* v = find(key);
     if (!v) return std::string{};
-    if (!v->is_string()) return error(key, fmt::format("must be a string, got {}", v->dump()));
+    if (!v->is_string()) return error(key, fmt::format("must be a string, got {}", describe_json(*v)));
     return v->get<std::string>();
   }
   /// A list of strings (a single string is read as a list of one).
@@ -54,9 +56,9 @@ class QuantReader {
     const json* v = find(key);
     if (!v) return out;
     if (v->is_string()) return std::vector<std::string>{v->get<std::string>()};
-    if (!v->is_array()) return error(key, fmt::format("must be a list of names, got {}", v->dump()));
+    if (!v->is_array()) return error(key, fmt::format("must be a list of names, got {}", describe_json(*v)));
     for (const json& e : *v) {
-      if (!e.is_string()) return error(key, fmt::format("must be a list of names, got an element {}", e.dump()));
+      if (!e.is_string()) return error(key, fmt::format("must be a list of names, got an element {}", describe_json(e)));
       out.push_back(e.get<std::string>());
     }
     return out;
@@ -157,7 +159,9 @@ Expected<void> read_compressed_tensors(const QuantReader& r, CheckpointQuant& q)
   if (fmt_name->find("sparse") != std::string::npos || fmt_name->find("24") != std::string::npos)
     q.warnings.push_back(fmt::format("compressed-tensors format '{}' (2:4 sparse) is counted dense", *fmt_name));
 
-  const auto& [group_name, group] = *groups->items().begin();
+  const auto first = groups->begin();
+  const std::string& group_name = first.key();
+  const json& group = first.value();
   if (!group.is_object()) return r.error("config_groups." + group_name, "must be an object");
   if (groups->size() > 1)
     q.warnings.push_back(fmt::format("compressed-tensors: {} config_groups; every linear layer is counted with "
@@ -178,6 +182,11 @@ Expected<void> read_compressed_tensors(const QuantReader& r, CheckpointQuant& q)
   if (!wit->is_object()) return g.error("weights", "must be an object");
   const QuantReader w = g.child(*wit, "weights");
   if (auto ok = read_weights_scheme(w, q); !ok || !q.weight) return ok;
+  // W8A8 (int8 or fp8 with input_activations) and fp8 W8A16 keep fp32 scales; int W8A16 / W4A16
+  // are the wNa16 scheme, scales in the model dtype (compressed_tensors.py _is_wNa16_group_channel).
+  const auto acts = group.find("input_activations");
+  const bool w8a8 = acts != group.end() && !acts->is_null();
+  if (q.weight == DType::kINT8 && !w8a8) q.scale_dtype.reset();
   auto ignore = r.strings("ignore");
   if (!ignore) return ignore.error();
   q.lm_head_quantized = !names_lm_head(*ignore);
@@ -245,8 +254,9 @@ Expected<void> read_gptq(const QuantReader& r, CheckpointQuant& q) {
 /// AWQ (quantization/awq.py, awq_marlin.py): packed int4, scales in the model dtype and zero
 /// points per group.
 Expected<void> read_awq(const QuantReader& r, CheckpointQuant& q) {
+  const char* group_key = r.find("q_group_size") ? "q_group_size" : "group_size";
   auto bits = r.integer(r.find("w_bit") ? "w_bit" : "bits");
-  auto group = r.integer(r.find("q_group_size") ? "q_group_size" : "group_size");
+  auto group = r.integer(group_key);
   auto zero = r.boolean("zero_point", true);
   if (!bits) return bits.error();
   if (!group) return group.error();
@@ -256,7 +266,7 @@ Expected<void> read_awq(const QuantReader& r, CheckpointQuant& q) {
     return {};
   }
   const int64_t g = group->value_or(128);
-  if (g <= 0 && g != -1) return r.error("group_size", fmt::format("= {}: use a positive group or -1", g));
+  if (g <= 0 && g != -1) return r.error(group_key, fmt::format("= {}: use a positive group or -1", g));
   q.weight = DType::kINT4;
   q.group_size = g == -1 ? 0 : g;
   q.zero_points = *zero;
@@ -300,7 +310,7 @@ Expected<std::optional<CheckpointQuant>> read_quantization_config(const json& ro
   auto it = root.find("quantization_config");
   if (it == root.end() || it->is_null()) return std::optional<CheckpointQuant>{};
   if (!it->is_object())
-    return Error{fmt::format("{}: 'quantization_config' must be an object, got {}", source, it->dump())};
+    return Error{fmt::format("{}: 'quantization_config' must be an object, got {}", source, describe_json(*it))};
   const QuantReader r(*it, "quantization_config", source);
   CheckpointQuant q;
   auto method = r.string("quant_method");

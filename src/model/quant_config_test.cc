@@ -52,6 +52,18 @@ TEST(QuantConfig, IgnoredVisionTower) {
   EXPECT_FALSE(q.lm_head_quantized);
 }
 
+// W8A16 int8 (no input_activations): vLLM's wNa16 scheme, scales in the model dtype
+// (compressed_tensors.py _is_wNa16_group_channel), not W8A8's fp32.
+TEST(QuantConfig, CompressedTensorsW8A16Int8) {
+  const CheckpointQuant q = read(R"({"quantization_config": {"quant_method": "compressed-tensors",
+    "format": "pack-quantized", "config_groups": {"group_0": {"targets": ["Linear"],
+    "weights": {"num_bits": 8, "type": "int", "strategy": "group", "group_size": 128, "symmetric": true}}},
+    "ignore": ["lm_head"]}})");
+  EXPECT_EQ(q.weight, DType::kINT8);
+  EXPECT_EQ(q.group_size, 128);
+  EXPECT_FALSE(q.scale_dtype.has_value());
+}
+
 // RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic: fp8 weights per output channel, fp32 scales.
 TEST(QuantConfig, CompressedTensorsFp8Dynamic) {
   const CheckpointQuant q = read(R"({"quantization_config": {"quant_method": "compressed-tensors",
@@ -144,7 +156,7 @@ TEST(QuantConfig, MalformedFieldsNameThePath) {
   EXPECT_EQ(error_of(R"({"quantization_config": 5})"), "config.json: 'quantization_config' must be an object, got 5");
   EXPECT_EQ(error_of(R"({"quantization_config": {"quant_method": "compressed-tensors", "config_groups":
     {"g": {"weights": {"num_bits": "8"}}}}})"),
-            "config.json: 'quantization_config.config_groups.g.weights.num_bits' must be an integer, got \"8\"");
+            "config.json: 'quantization_config.config_groups.g.weights.num_bits' must be an integer, got string \"8\"");
   EXPECT_EQ(error_of(R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}})"),
             "config.json: 'quantization_config.weight_block_size' must be two positive integers, e.g. [128, 128]");
   EXPECT_EQ(error_of(R"({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 0}})"),
@@ -164,7 +176,7 @@ TEST(QuantConfig, ReadWithTheModel) {
     "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256, "quantization_config": []})",
                              "tiny.json");
   ASSERT_FALSE(bad.has_value());
-  EXPECT_EQ(bad.error().message, "tiny.json: 'quantization_config' must be an object, got []");
+  EXPECT_EQ(bad.error().message, "tiny.json: 'quantization_config' must be an object, got array");
 }
 
 }  // namespace

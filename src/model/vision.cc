@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/weight_tensors.h"
+#include "util/bytes.h"  // checked_mul
+#include "util/json_text.h"
 
 namespace actmem {
 namespace {
@@ -52,7 +54,7 @@ Expected<int64_t> size_or(const json& object, const char* key, int64_t fallback,
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
   if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (int64_t{1} << 24))
-    return bad(source, prefix + key, fmt::format("must be a positive integer, got {}", it->dump()));
+    return bad(source, prefix + key, fmt::format("must be a positive integer, got {}", describe_json(*it)));
   return it->get<int64_t>();
 }
 
@@ -70,11 +72,11 @@ Expected<std::pair<int64_t, int64_t>> feature_layers(const json& root, int64_t f
   } else if (it->is_array() && !it->empty()) {
     for (const json& e : *it) {
       if (!e.is_number_integer())
-        return bad(source, "vision_feature_layer", fmt::format("must be integers, got {}", it->dump()));
+        return bad(source, "vision_feature_layer", fmt::format("must be integers, got {}", describe_json(*it)));
       ids.push_back(e.get<int64_t>());
     }
   } else {
-    return bad(source, "vision_feature_layer", fmt::format("must be an integer or a list, got {}", it->dump()));
+    return bad(source, "vision_feature_layer", fmt::format("must be an integer or a list, got {}", describe_json(*it)));
   }
   int64_t deepest = 0;
   for (int64_t i : ids) {
@@ -91,7 +93,7 @@ Expected<bool> bool_or(const json& object, const char* key, bool fallback, const
                        const std::string& prefix) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return bad(source, prefix + key, fmt::format("must be true or false, got {}", it->dump()));
+  if (!it->is_boolean()) return bad(source, prefix + key, fmt::format("must be true or false, got {}", describe_json(*it)));
   return it->get<bool>();
 }
 
@@ -112,7 +114,7 @@ void add_projector(const VisionSpec& s, int64_t H, Add& add) {
       add("mm_soft_emb_norm", 1, h, 1, kNorm, kRep, "h_v", "1");
       break;
     case VisionProjector::kLlava:
-      add("projector.linear_1", 1, H, h * s.feature_layers, kLin, kCol, "H", "h_v·n_feat");
+      add("projector.linear_1", 1, H, checked_mul(h, s.feature_layers), kLin, kCol, "H", "h_v·n_feat");
       if (s.projector_bias) add("projector.linear_1.bias", 1, H, 1, kBias, kCol, "H", "1");
       add("projector.linear_2", 1, H, H, kLin, kRow, "H", "H");
       if (s.projector_bias) add("projector.linear_2.bias", 1, H, 1, kBias, kRep, "H", "1");
@@ -129,7 +131,8 @@ void add_projector(const VisionSpec& s, int64_t H, Add& add) {
       break;
     case VisionProjector::kMistral3:
       add("projector.norm", 1, h, 1, kNorm, kRep, "h_v", "1");
-      add("projector.patch_merger", 1, h, s.spatial_merge * s.spatial_merge * h, kEmb, kRep, "h_v", "s²·h_v");
+      add("projector.patch_merger", 1, h, checked_mul(checked_mul(s.spatial_merge, s.spatial_merge), h), kEmb, kRep,
+          "h_v", "s²·h_v");
       add("projector.linear_1", 1, H, h, kLin, kCol, "H", "h_v");
       if (s.projector_bias) add("projector.linear_1.bias", 1, H, 1, kBias, kCol, "H", "1");
       add("projector.linear_2", 1, H, H, kLin, kRow, "H", "H");
@@ -144,7 +147,7 @@ Expected<std::optional<VisionSpec>> read_vision_config(const json& root, const s
                                                        const std::string& source, std::vector<std::string>& warnings) {
   auto vc = root.find("vision_config");
   if (vc == root.end() || vc->is_null()) return std::optional<VisionSpec>{};
-  if (!vc->is_object()) return bad(source, "vision_config", fmt::format("must be an object, got {}", vc->dump()));
+  if (!vc->is_object()) return bad(source, "vision_config", fmt::format("must be an object, got {}", describe_json(*vc)));
   const json& v = *vc;
   const std::string type = v.contains("model_type") && v["model_type"].is_string()
                                ? v["model_type"].get<std::string>()
@@ -185,7 +188,9 @@ Expected<std::optional<VisionSpec>> read_vision_config(const json& root, const s
   }
   if (s.patch > s.image_size)
     return bad(source, p + "patch_size", fmt::format("{} is larger than image_size {}", s.patch, s.image_size));
-  auto built = feature_layers(root, wrapper->default_feature_layer, s.layers, source);
+  // Only the LLaVA family and Mistral 3 prune the tower to the feature layer (Gemma 3, Llama 4 build all).
+  auto built = wrapper->default_feature_layer == 0 ? Expected<std::pair<int64_t, int64_t>>{std::pair{s.layers, int64_t{1}}}
+                                                   : feature_layers(root, wrapper->default_feature_layer, s.layers, source);
   if (!built) return built.error();
   s.layers = built->first;
   s.feature_layers = built->second;
@@ -238,13 +243,13 @@ std::vector<WeightTensor> vision_weight_tensors(const VisionSpec& s, int64_t H) 
 
   // Patches and positions.
   if (s.tower == VisionTower::kLlama4)
-    add("patch_embedding", 1, h, s.channels * s.patch * s.patch, kLin, kCol, "h_v", "C·p²");
+    add("patch_embedding", 1, h, checked_mul(checked_mul(s.channels, s.patch), s.patch), kLin, kCol, "h_v", "C·p²");
   else
-    add("patch_embedding", 1, h, s.channels * s.patch * s.patch, kEmb, kRep, "h_v", "C·p²");
+    add("patch_embedding", 1, h, checked_mul(checked_mul(s.channels, s.patch), s.patch), kEmb, kRep, "h_v", "C·p²");
   if (s.tower == VisionTower::kSiglip) add("patch_embedding.bias", 1, h, 1, kBias, kRep, "h_v", "1");
   const bool class_token = s.tower == VisionTower::kClip || s.tower == VisionTower::kLlama4;
   if (class_token) add("class_embedding", 1, h, 1, kEmb, kRep, "h_v", "1");
-  if (!pixtral) add("position_embedding", 1, grid * grid + (class_token ? 1 : 0), h, kEmb, kRep,
+  if (!pixtral) add("position_embedding", 1, checked_mul(grid, grid) + (class_token ? 1 : 0), h, kEmb, kRep,
                     class_token ? "(image/p)²+1" : "(image/p)²", "h_v");
   if (s.tower == VisionTower::kClip || s.tower == VisionTower::kLlama4 || pixtral) norm("pre_norm", 1, h);
 

@@ -67,7 +67,19 @@ std::optional<ResolvedQuant> checkpoint_quant(const ModelSpec& model, const Weig
 }
 
 Expected<ResolvedQuant> resolve_quant(const ModelSpec& model, const WeightQuantOptions& q, DType base) {
-  if (auto c = checkpoint_quant(model, q, base)) return *c;
+  if (auto c = checkpoint_quant(model, q, base)) {  // the flags that adjust it, checked as they are alone
+    if (q.group_size && *q.group_size < 0)
+      return Error{ErrorKind::kInvalid, "quant_group_size",
+                   fmt::format("@quant_group_size {}: use a positive group (128) or 0 for one scale per output row",
+                               *q.group_size)};
+    if (q.scale_dtype && !is_float_storage(*q.scale_dtype))
+      return Error{ErrorKind::kInvalid, "quant_scale_dtype",
+                   fmt::format("@quant_scale_dtype {}: use fp16, bf16 or fp32", dtype_name(*q.scale_dtype))};
+    if (q.zero_points && c->weight == DType::kFP8)
+      return Error{ErrorKind::kIncompatible, "quant_zero_point",
+                   "@quant_zero_point: fp8 weights are symmetric; drop the flag or use int4/int8"};
+    return *c;
+  }
   ResolvedQuant r;
   r.weight = q.dtype.value_or(base);
   if (!is_quantized(r.weight) && !is_float_storage(r.weight))

@@ -13,11 +13,11 @@ namespace actmem {
 
 /// One `vllm serve` flag that alone makes a request fit (serve/suggest.h).
 struct ServeSuggestion {
-  std::string flag;        // the `vllm serve` flag and its value: "--max-model-len 7168"
+  std::string flag;        // the `vllm serve` flag and its value: "--max-model-len 6928"
   std::string option;      // the actmem option it sets: "context_len"
-  std::string value;       // "7168"
+  std::string value;       // "6928"
   double concurrency = 0;  // vLLM's "Maximum concurrency" with it (requests of its max_model_len)
-  std::string effect;      // one line: "58.18x -> 64.55x requests of 7,168 tokens"
+  std::string effect;      // one line: "54.22x -> 64.11x requests of 6,928 tokens"
 };
 
 /// What one `serve` run produced; `capacity` is set when a GPU (or its memory) was given.

@@ -253,8 +253,8 @@ Expected<ServeResult> serve_once(const ModelSpec& model, const ServeRequest& f) 
   auto kv_memory = optional_size("kv_cache_memory", f.kv_cache_memory);
   if (!kv_memory) return kv_memory.error();
   if (*kv_memory && !gpu_memory)
-    return Error{ErrorKind::kIncompatible, "kv_cache_memory",
-                 "@kv_cache_memory sizes the KV cache of a GPU: name it with @gpu or @gpu_memory"};
+    result.serving.warnings.push_back("kv_cache_memory sizes the KV cache on a GPU, and no GPU is named: not used "
+                                      "(give --gpu or --gpu-memory for the capacity)");
   if (gpu_memory) {
     auto capacity =
         estimate_capacity(model, result.serving, {*gpu_memory, f.gpu_memory_utilization, *kv_memory});

@@ -91,7 +91,6 @@ TEST(Serve, Fp8PerTensorScales) {
   EXPECT_EQ(r.weights_bytes(), Bytes{6'979'321'856 + 7 * 32 * 4 + 2'101'878'784});
 }
 
-// TP 16 on 8 KV heads: every rank keeps one KV head of k_proj and v_proj (128 × 8192).
 // RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8: config.json's quantization_config is what is
 // counted, without --weight-dtype. By hand: linears 32·(2·4096² + 2·1024·4096 + 3·14336·4096) int8 =
 // 6,979,321,856; fp32 scales per output row 32·43,008·4 = 5,505,024; embedding and lm_head
@@ -104,7 +103,8 @@ TEST(Serve, CheckpointQuantizationConfigIsRead) {
     "max_position_embeddings": 131072, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
     "quantization_config": {"quant_method": "compressed-tensors", "format": "int-quantized",
       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int",
-      "strategy": "channel", "symmetric": true}}}, "ignore": ["lm_head"]}})",
+      "strategy": "channel", "symmetric": true}, "input_activations": {"num_bits": 8, "type": "int",
+      "strategy": "token", "dynamic": true}}}, "ignore": ["lm_head"]}})",
                            "w8a8.json");
   ASSERT_TRUE(m.has_value()) << m.error().message;
   const ServeReport r = serve(*m, {.context_len = 8192});
@@ -126,6 +126,20 @@ TEST(Serve, CheckpointQuantizationConfigIsRead) {
   EXPECT_NE(w.warnings[0].find("replaces config.json's quantization_config"), std::string::npos);
 }
 
+// DeepSeek-V3's fp8 checkpoint (quantization_config weight_block_size [128, 128]; vLLM fp8.py
+// weight_scale_inv of ⌈out/128⌉ × ⌈in/128⌉ fp32): q_proj of Llama-3-8B shape, 4096 × 4096, has
+// 32 × 32 block scales, 4 KiB per layer.
+TEST(Serve, BlockScales) {
+  ModelSpec m = llama_3_8b();
+  m.quant = CheckpointQuant{.method = "fp8", .weight = DType::kFP8, .group_size = 128, .block_rows = 128,
+                            .scale_dtype = DType::kFP32};
+  const ServeReport r = serve(m, {.context_len = 4096});
+  EXPECT_EQ(r.weights.find("weights.attn.q_proj.scales")->bytes, Bytes{32 * 32 * 32 * 4});
+  // k_proj 1024 × 4096: 8 × 32 blocks.
+  EXPECT_EQ(r.weights.find("weights.attn.k_proj.scales")->bytes, Bytes{32 * 8 * 32 * 4});
+}
+
+// TP 16 on 8 KV heads: every rank keeps one KV head of k_proj and v_proj (128 × 8192).
 TEST(Serve, KvProjectionsReplicatedWhenTpExceedsKvHeads) {
   const auto r = serve(llama_3_1_70b(), {.context_len = 1024, .tp = 16});
   EXPECT_EQ(r.weights.find("weights.attn.k_proj")->bytes, Bytes{int64_t{80} * 128 * 8192 * 2});

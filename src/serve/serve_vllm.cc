@@ -124,7 +124,11 @@ Expected<void> apply_vllm_capacity(CapacityReport& c, const ModelSpec& model, co
   if (options.kv_cache_memory) {  // the profile still runs; utilization is not used (GW:367-385)
     c.budget.add(Term{"kv_cache_memory", "given: --kv-cache-memory-bytes (utilization not used)", "given",
                       format_binary(*options.kv_cache_memory), *options.kv_cache_memory});
-    c.usable = Bytes{checked_add(rank.total().count() - rank.kv_bytes().count(), options.kv_cache_memory->count())};
+    // What the fullest rank holds (the last has the LM head and the sampler) with the given cache.
+    int64_t fullest = 0;
+    for (const auto& b : v->ranks)
+      fullest = std::max(fullest, b.weights.count() + b.activation.count() + b.non_torch.count());
+    c.usable = Bytes{checked_add(fullest, options.kv_cache_memory->count())};
   } else {
     c.budget.add(Term{"usable", "requested: ⌈GPU memory × utilization⌉", "⌈M·u⌉",
                       fmt::format("⌈{} × {}⌉", options.gpu_memory.count(), options.utilization), v->requested});

@@ -32,17 +32,14 @@ ServeSuggestion make(std::string flag, std::string option, std::string value, do
 std::optional<ServeSuggestion> shorter_context(const ServeRequest& base, double before, const ServeRunner& run) {
   ServeRequest r = base;
   int64_t lo = 0, hi = base.context_len - 1;
-  std::optional<Tried> best;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
     r.context_len = mid;
     auto t = attempt(run, r);
-    if (t && t->fits) {
+    if (t && t->fits)
       lo = mid;
-      best = t;
-    } else {
+    else
       hi = mid - 1;
-    }
   }
   if (lo < 1) return std::nullopt;
   r.context_len = lo;
@@ -82,6 +79,7 @@ std::optional<ServeSuggestion> more_memory(const ServeRequest& base, double befo
   }
   r.gpu_memory_utilization = static_cast<double>(lo) / 100.0;
   auto t = attempt(run, r);
+  if (!t || !t->fits) return std::nullopt;
   return make("--gpu-memory-utilization", "gpu_memory_utilization", fmt::format("{:.2f}", r.gpu_memory_utilization),
               before, *t, base.context_len);
 }
@@ -95,7 +93,7 @@ std::optional<ServeSuggestion> fp8_cache(const ServeRequest& base, double before
   return make("--kv-cache-dtype", "kv_dtype", "fp8", before, *t, base.context_len);
 }
 
-/// The first of 2·tp, 4·tp, 8·tp (up to 8 GPUs more than today) that the model takes and fits.
+/// The first of 2·tp, 4·tp, 8·tp that the model takes (serve() refuses the rest) and that fits.
 std::optional<ServeSuggestion> wider_tp(const ServeRequest& base, double before, const ServeRunner& run) {
   ServeRequest r = base;
   for (int64_t tp = base.tp * 2; tp <= base.tp * 8; tp *= 2) {

@@ -89,7 +89,8 @@ Term vllm_sampler_warmup(const ModelSpec& model, int64_t n, int64_t tokens, int6
 /// (linear_scaling_rope.py:85-95), original_max_position_embeddings × factor for yarn, original +
 /// max_position_embeddings for longrope (short and long tables); rotary_dim = d·rotary fraction (MLA:
 /// the RoPE head dim). Gemma 3's sliding layers rotate with a base of their own: a second, unscaled
-/// table. None without RoPE. `element_bytes` 4 for models that build it in fp32 (gpt-oss).
+/// table. None without RoPE. `element_bytes`: the model dtype's (serve passes it; gpt-oss, not yet
+/// read, builds its table in fp32).
 /// Example: Llama-3.1-8B bf16: 131072·128·2 = 33,554,432 B (32 MiB).
 std::optional<Term> vllm_rope_cache(const ModelSpec& model, int64_t element_bytes);
 

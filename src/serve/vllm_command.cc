@@ -178,23 +178,27 @@ bool is_option_word(std::string_view w) {
   return !number;
 }
 
-/// FlexibleArgumentParser's rewrites (AP:185-269): in `serve`, the first --model moves to the
-/// positional slot; '_' becomes '-' in long names (up to a '.', before '='); --help=X is --help;
-/// -O<n>, -O=<n> and -O <n> are --optimization-level <n>.
-std::vector<Token> normalise(std::vector<Token> in, bool serve, std::vector<std::string>& notes, std::string_view name) {
+/// FlexibleArgumentParser's first rewrite (AP:245-281): in `serve`, the line's first --model moves to
+/// the positional slot, before a --config file is expanded (so a YAML's `model:` stays an option).
+void move_model(std::vector<Token>& in, bool serve, std::vector<std::string>& notes, std::string_view name) {
+  if (!serve) return;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const bool bare = in[i].text == "--model" && i + 1 < in.size();
+    if (!bare && !in[i].text.starts_with("--model=")) continue;
+    Token model{bare ? in[i + 1].text : in[i].text.substr(8), in[i].line, in[i].file};
+    notes.push_back(fmt::format("--model {} ({}): vLLM moves it to `serve MODEL` (deprecated there; "
+                                "vllm/utils/argparse_utils.py)",
+                                model.text, where_of(name, model)));
+    in.erase(in.begin() + static_cast<std::ptrdiff_t>(i), in.begin() + static_cast<std::ptrdiff_t>(i + (bare ? 2 : 1)));
+    in.insert(in.begin(), model);
+    return;
+  }
+}
+
+/// The rewrites after --config (AP:300-356): '_' becomes '-' in long names (up to a '.', before
+/// '='); --help=X is --help; -O<n>, -O=<n> and -O <n> are --optimization-level <n>.
+std::vector<Token> normalise(const std::vector<Token>& in) {
   std::vector<Token> out;
-  if (serve)
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const bool bare = in[i].text == "--model" && i + 1 < in.size();
-      if (!bare && !in[i].text.starts_with("--model=")) continue;
-      Token model{bare ? in[i + 1].text : in[i].text.substr(8), in[i].line, in[i].file};
-      notes.push_back(fmt::format("--model {} ({}): vLLM moves it to `serve MODEL` (deprecated there; "
-                                  "vllm/utils/argparse_utils.py)",
-                                  model.text, where_of(name, model)));
-      in.erase(in.begin() + static_cast<std::ptrdiff_t>(i), in.begin() + static_cast<std::ptrdiff_t>(i + (bare ? 2 : 1)));
-      in.insert(in.begin(), model);
-      break;
-    }
   for (std::size_t i = 0; i < in.size(); ++i) {
     Token t = in[i];
     if (t.text.starts_with("--")) {
@@ -506,8 +510,9 @@ Expected<VllmCommand> read_vllm_command(std::string_view text, std::string_view 
   VllmCommand cmd;
   cmd.entrypoint = found->entrypoint;
   read_env(found->env, name, cmd);
+  move_model(found->args, found->serve, cmd.notes, name);
   if (auto ok = expand_config(found->args, base_dir, name, cmd.notes); !ok) return ok.error();
-  auto parsed = parse_arguments(normalise(found->args, found->serve, cmd.notes, name), name);
+  auto parsed = parse_arguments(normalise(found->args), name);
   if (!parsed) return parsed.error();
   take_model(*found, *parsed, name, cmd);
   if (auto ok = resolve_model(cmd, base_dir, model_given); !ok) return ok.error();

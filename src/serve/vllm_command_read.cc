@@ -90,7 +90,11 @@ Expected<void> read_tokens(Ctx& c, std::string_view option) {
 /// utilization is not used (v1/worker/gpu_worker.py:367-385).
 Expected<void> read_kv_bytes(Ctx& c, std::string_view option) {
   auto n = human_int(c.value());
-  if (!n || *n < 1) return c.bad("expected a number of bytes, e.g. 40000000000, 40g (40·1000³) or 40G (40·1024³)");
+  if (!n || *n < 0) return c.bad("expected a number of bytes, e.g. 40000000000, 40g (40·1000³) or 40G (40·1024³)");
+  if (*n == 0) {  // falsy: vLLM profiles as without it (`if kv_cache_memory_bytes := ...`)
+    c.ignore();
+    return {};
+  }
   return set(c, std::string(option), *n);
 }
 
@@ -298,7 +302,13 @@ void finish(VllmCommand& command, const ReadState& state) {
         state.chunked_prefill_off));
   command.context_from_model = std::none_of(command.settings.begin(), command.settings.end(),
                                             [](const ConfigSetting& s) { return s.option == "context_len"; });
-  if (!state.model_given && !command.model_config.empty()) check_checkpoint(command, state);
+  if (!state.model_given && !command.model_config.empty())
+    check_checkpoint(command, state);
+  else if (!state.quantization.empty() && state.quantization != "fp8")  // the model came from --model
+    command.warnings.push_back(fmt::format("{}: not modelled: weights quantized by vLLM's {} method at load; they "
+                                           "are counted as --model's config.json stores them unless --weight-dtype "
+                                           "is given",
+                                           state.quantization_source, state.quantization));
 }
 
 }  // namespace actmem::vllm_args

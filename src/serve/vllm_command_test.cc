@@ -266,8 +266,6 @@ TEST(VllmCommand, OneCommandPerFile) {
             std::string::npos);
 }
 
-// ../shared/data/vllm-0.19/vllm019_runs.json (llm-d-planner's v0.19.0 sweep on H100-80GB): every
-// started run's settings written as the `vllm serve` line they came from, read back into the request.
 // --kv-cache-memory is a unique prefix of --kv-cache-memory-bytes (argparse abbreviations), read
 // as vLLM's human_readable_int: 40G is 40·1024³ bytes (engine/arg_utils.py:354-364).
 TEST(VllmCommand, KvCacheMemoryBytes) {
@@ -298,6 +296,17 @@ TEST(VllmCommand, ConfigYamlArguments) {
   EXPECT_NE(read_error("vllm serve " + kQwen + " --config args.json").find("a .yaml or .yml file"), std::string::npos);
   EXPECT_NE(read_error("vllm serve " + kQwen + " --config missing.yaml").find("cannot read the file"),
             std::string::npos);
+  // A YAML's model: the line's MODEL wins (vLLM moves --model first, then expands --config).
+  {
+    std::ofstream f(dir + "/with_model.yaml");
+    f << "model: elsewhere.json\ntensor-parallel-size: 2\n";
+  }
+  for (const std::string line : {"vllm serve " + kQwen + " --config " + dir + "/with_model.yaml",
+                                 "vllm serve --model " + kQwen + " --config " + dir + "/with_model.yaml"}) {
+    const auto m = read_ok(line);
+    EXPECT_EQ(m.model, kQwen) << line;
+    EXPECT_EQ(m.request.tp, 2);
+  }
   {
     std::ofstream f(dir + "/list.yaml");
     f << "- 1\n- 2\n";
@@ -306,6 +315,8 @@ TEST(VllmCommand, ConfigYamlArguments) {
             std::string::npos);
 }
 
+// ../shared/data/vllm-0.19/vllm019_runs.json (llm-d-planner's v0.19.0 sweep on H100-80GB): every
+// started run's settings written as the `vllm serve` line they came from, read back into the request.
 TEST(VllmCommand, TheSweepsSettings) {
   std::ifstream f(kRuns);
   if (!f) GTEST_SKIP() << kRuns << " is absent";

@@ -89,7 +89,7 @@ TEST(Vllm, KvGroupsGemma3Padding) {
 // --kv-cache-memory-bytes (v1/worker/gpu_worker.py:367-385 @8b141ed8c): the KV cache is the given
 // bytes on every worker and utilization is not used: 40 GiB of Llama-3-8B pages (16·8·128·2·2 B per
 // layer, 32 layers) is 40·2³⁰ / 65536 / 32 = 20480 blocks, 40.00x at 8192 tokens. Given more than the
-// GPU holds beside the weights, the allocation fails.
+// GPU holds beside the weights, the allocation fails. Without a GPU it is not used, with a warning.
 TEST(Vllm, GivenKvCacheMemory) {
   ServeRequest r;
   r.context_len = 8192;
@@ -104,10 +104,12 @@ TEST(Vllm, GivenKvCacheMemory) {
   EXPECT_TRUE(result->capacity->fits);
   r.kv_cache_memory = "70GiB";  // + 14.96 weights + 1.85 peak + 0.25 > 79.2 GiB
   EXPECT_FALSE(serve(*load_model("llama-3-8b"), r)->capacity->fits);
-  r.gpu.clear();
+  r.gpu.clear();  // no GPU, no capacity: the setting is not used, and says so
   auto no_gpu = serve(*load_model("llama-3-8b"), r);
-  ASSERT_FALSE(no_gpu.has_value());
-  EXPECT_EQ(no_gpu.error().field, "kv_cache_memory");
+  ASSERT_TRUE(no_gpu.has_value());
+  EXPECT_FALSE(no_gpu->capacity.has_value());
+  ASSERT_EQ(no_gpu->serving.warnings.size(), 1u);
+  EXPECT_NE(no_gpu->serving.warnings[0].find("kv_cache_memory"), std::string::npos);
 }
 
 // RoPE's cos/sin cache (rotary_embedding/base.py:57-92, linear_scaling_rope.py:85-95 @8b141ed8c):
