@@ -79,9 +79,10 @@ Expected<std::vector<shell::Token>> vllm_config_arguments(const std::string& pat
   std::vector<shell::Token> out;
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
-      const std::string key = it->first.as<std::string>();
-      const int line = it->first.Mark().line + 1;
-      const YAML::Node& value = it->second;
+      const YAML::Node key_node = it->first;  // copies: `it->` is a proxy that dies with the statement
+      const YAML::Node value = it->second;
+      const std::string key = key_node.as<std::string>();
+      const int line = key_node.Mark().line + 1;
       auto word = [&](std::string text) { out.push_back({std::move(text), line, display}); };
       if (auto b = yaml11_bool(value)) {
         if (*b) word("--" + key);
