@@ -97,16 +97,18 @@ Expected<bool> bool_or(const json& object, const char* key, bool fallback, const
   return it->get<bool>();
 }
 
+// The tensors' roles and shards, short for the tables below.
+constexpr auto kLin = WeightRole::kLinear;
+constexpr auto kEmb = WeightRole::kEmbedding;  // not a quantizable linear layer
+constexpr auto kNorm = WeightRole::kNorm;
+constexpr auto kBias = WeightRole::kBias;
+constexpr auto kCol = WeightShard::kColumn;
+constexpr auto kRow = WeightShard::kRow;
+constexpr auto kRep = WeightShard::kReplicated;
+
 /// The projector into the language model's hidden size H.
 template <typename Add>
 void add_projector(const VisionSpec& s, int64_t H, Add& add) {
-  constexpr auto kLin = WeightRole::kLinear;
-  constexpr auto kEmb = WeightRole::kEmbedding;
-  constexpr auto kNorm = WeightRole::kNorm;
-  constexpr auto kBias = WeightRole::kBias;
-  constexpr auto kCol = WeightShard::kColumn;
-  constexpr auto kRow = WeightShard::kRow;
-  constexpr auto kRep = WeightShard::kReplicated;
   const int64_t h = s.hidden;
   switch (s.projector) {
     case VisionProjector::kGemma3:
@@ -225,13 +227,6 @@ std::vector<WeightTensor> vision_weight_tensors(const VisionSpec& s, int64_t H) 
     out.push_back({"vision." + std::move(name), count, rows, cols, role, shard, 0, std::move(rs), std::move(cs),
                    WeightPart::kVision});
   };
-  constexpr auto kLin = WeightRole::kLinear;
-  constexpr auto kEmb = WeightRole::kEmbedding;  // not a quantizable linear layer
-  constexpr auto kNorm = WeightRole::kNorm;
-  constexpr auto kBias = WeightRole::kBias;
-  constexpr auto kCol = WeightShard::kColumn;
-  constexpr auto kRow = WeightShard::kRow;
-  constexpr auto kRep = WeightShard::kReplicated;
   const int64_t h = s.hidden, I = s.intermediate, L = s.layers;
   const int64_t grid = s.image_size / s.patch;
   const bool pixtral = s.tower == VisionTower::kPixtral;
