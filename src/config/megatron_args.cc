@@ -178,7 +178,7 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
     const int64_t world = per_node * nodes;
     const std::string src = in.where(nproc) + (in.has("nnodes") ? ", " + in.where("nnodes") : "");
     const int64_t model_parallel = tp * pp > kMaxCount ? 0 : tp * pp * cp;  // 0: more GPUs than any launcher has
-    if (model_parallel > 0 && world % model_parallel == 0) {
+    if (model_parallel > 0 && world > 0 && world % model_parallel == 0) {  // 0 GPUs (--nproc_per_node 0): no dp
       dp = world / model_parallel;
       set("dp", *dp, fmt::format("{} GPUs / (tp {} x pp {} x cp {}) from {}", world, tp, pp, cp, src));
     } else {
@@ -194,7 +194,7 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
       ACTMEM_TRY(m, in.count("micro-batch-size"));
       micro = m;
     }
-    if (dp && micro > 0 && *dp <= kMaxCount && global % (micro * *dp) == 0) {
+    if (dp && *dp > 0 && micro > 0 && *dp <= kMaxCount && global % (micro * *dp) == 0) {
       set("num_micro_batches", global / (micro * *dp),
           fmt::format("global batch {} / (micro-batch {} x dp {}) from {}", global, micro, *dp,
                       in.where("global-batch-size")));

@@ -192,6 +192,25 @@ TEST(MegatronArgs, MegatronCiLaunchLine) {
 // the fp32 grad buffer 4P, the distributed optimizer's fp32 master + Adam 12P/8 over dp 8, and the
 // cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG=:4096:8 (exported by the script) on two threads, 2 × 32 MiB,
 // + TE's 4 MiB on Ampere. 552,124,928 B: 3,584 B (seven 512-B scalar blocks) under the measurement.
+// torchrun --nproc_per_node 0 (a libFuzzer find: it divided the global batch by dp 0): no GPUs,
+// so no data parallelism and no micro-batch count, each a warning.
+TEST(MegatronArgs, ZeroGpusReadNoDataParallelism) {
+  auto c = read_megatron_args(
+      "torchrun --nproc_per_node 0 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+      "--max-position-embeddings 1024 --vocab-size 50257\n",
+      "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(find(*c, "dp"), nullptr);
+  EXPECT_EQ(find(*c, "num_micro_batches"), nullptr);
+  bool gpus = false, micro = false;
+  for (const auto& w : c->warnings) {
+    gpus = gpus || w.find("0 GPUs cannot hold") != std::string::npos;
+    micro = micro || w.find("micro-batches per step not read") != std::string::npos;
+  }
+  EXPECT_TRUE(gpus && micro);
+}
+
 TEST(MegatronArgs, CiPersistentStateAfterTheStep) {
   const std::string line =
       "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"
