@@ -198,8 +198,6 @@ Expected<void> set_serve_option(ServeRequest& request, std::string_view name, co
                fmt::format("unknown option @{}{}", name, guess ? fmt::format("; did you mean @{}?", *guess) : "")};
 }
 
-namespace {
-
 Expected<ServeResult> serve_once(const ModelSpec& model, const ServeRequest& f) {
   if (!(f.gpu_memory_utilization > 0.0 && f.gpu_memory_utilization <= 1.0))
     return Error{ErrorKind::kInvalid, "gpu_memory_utilization",
@@ -263,8 +261,6 @@ Expected<ServeResult> serve_once(const ModelSpec& model, const ServeRequest& f) 
   }
   return result;
 }
-
-}  // namespace
 
 Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& request) {
   auto result = serve_once(model, request);

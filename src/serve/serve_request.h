@@ -52,7 +52,12 @@ struct ServeRequest {
 };
 
 /// The serving estimate and, with gpu or gpu_memory, the capacity. result.model_name is model.name.
+/// When the request does not fit, result.suggestions holds the vLLM flags that would make it fit
+/// (serve/suggest.h: up to ~30 more evaluations).
 Expected<ServeResult> serve(const ModelSpec& model, const ServeRequest& request);
+
+/// serve() without the suggestions: one evaluation, for sweeps that call it many times.
+Expected<ServeResult> serve_once(const ModelSpec& model, const ServeRequest& request);
 
 /// Every serve option, in the CLI's order. Example: serve_options()[0].name == "context_len".
 std::span<const OptionInfo> serve_options();
