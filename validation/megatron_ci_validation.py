@@ -105,7 +105,8 @@ def run_one(actmem, tmp, r):
     last = (mem.get("by_stage") or [None])[-1]
     reserve = mem.get("reserve_bytes") or 0
     if last:
-        static, peak = last["static_bytes"], last["total_bytes"]
+        # after the step: the static part and what the pipeline schedule leaves (pipeline inputs)
+        static, peak = last.get("after_step_bytes", last["static_bytes"]), last["total_bytes"]
     else:
         static, peak = mem["static_bytes"] + (mem.get("workspaces_bytes") or 0), mem["total_bytes"] - reserve
     pp = r["features"].get("pp") or 1

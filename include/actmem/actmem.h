@@ -121,6 +121,11 @@ struct StageTotals {
   int64_t total = 0;  // the sum (reserve not included)
   int64_t fp8_weight_cache = 0;  // in total (Totals::fp8_weight_cache)
   int64_t workspaces = 0;        // in total (Totals::workspaces)
+  // Held after the step and not at its peak, so not in total: Megatron's received pipeline inputs
+  // with their gradients (policies/pipeline_inputs.h).
+  int64_t pipeline_inputs_kept = 0;
+  int64_t static_bytes() const { return weights + gradients + optimizer + fp8_weight_cache + workspaces; }
+  int64_t after_step() const { return static_bytes() + pipeline_inputs_kept; }
 };
 
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.

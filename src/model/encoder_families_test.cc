@@ -56,7 +56,8 @@ TEST(EncoderFamiliesTest, BertBaseUncased) {
   EXPECT_DOUBLE_EQ(m.classifier_dropout, 0.1);  // classifier_dropout absent: hidden_dropout_prob
   EXPECT_FALSE(m.position_ids_from_input);
   const ParamCounts p = count_params(m);
-  EXPECT_EQ(p.embedding, 23'837'184);
+  EXPECT_EQ(p.all_embedding(), 23'837'184);
+  EXPECT_EQ(p.embedding, 30522LL * 768);  // word_embeddings; positions, token types and LayerNorm replicated
   EXPECT_EQ(p.layers[0].attention + p.layers[0].kv_projection + p.layers[0].dense_mlp + p.layers[0].replicated,
             7'087'872);
   EXPECT_EQ(with_head(m, "none"), 109'482'240);
@@ -91,7 +92,7 @@ TEST(EncoderFamiliesTest, RobertaBase) {
   EXPECT_EQ(m.type_vocab, 1);
   EXPECT_DOUBLE_EQ(m.norm_eps, 1e-5);
   EXPECT_TRUE(m.position_ids_from_input);
-  EXPECT_EQ(count_params(m).embedding, 39'000'576);
+  EXPECT_EQ(count_params(m).all_embedding(), 39'000'576);
   EXPECT_EQ(with_head(m, "none"), 124'645'632);
   // RobertaForMaskedLM (lm_head: dense, layer_norm, tied decoder + bias): 124,697,433
   EXPECT_EQ(count_params(m).total(), 124'697'433);

@@ -52,14 +52,17 @@ int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
 }
 
 int64_t ParamCounts::total() const {
-  int64_t n = checked_add(checked_add(embedding, lm_head), checked_add(lm_head_bias, final_norm));
+  int64_t n = checked_add(checked_add(checked_add(embedding, embedding_replicated), lm_head),
+                          checked_add(lm_head_bias, final_norm));
   for (const auto& l : layers)
     for (int64_t part : {l.attention, l.kv_projection, l.dense_mlp, l.routed_experts, l.shared_experts, l.replicated})
       n = checked_add(n, part);
   return n;
 }
 
-int64_t ParamCounts::non_embedding() const { return checked_sub(total(), checked_add(embedding, lm_head)); }
+int64_t ParamCounts::non_embedding() const {
+  return checked_sub(total(), checked_add(checked_add(embedding, embedding_replicated), lm_head));
+}
 
 int64_t ParamCounts::active() const {
   int64_t n = total();
@@ -70,8 +73,10 @@ int64_t ParamCounts::active() const {
 
 ParamCounts count_params(const ModelSpec& m) {
   ParamCounts c;
-  for (const WeightTensor& t : embedding_weight_tensors(m))
-    c.embedding = checked_add(c.embedding, checked_mul(t.numel(), t.count));
+  for (const WeightTensor& t : embedding_weight_tensors(m)) {
+    int64_t& field = t.shard == WeightShard::kVocab ? c.embedding : c.embedding_replicated;
+    field = checked_add(field, checked_mul(t.numel(), t.count));
+  }
   for (const WeightTensor& t : head_weight_tensors(m)) {
     int64_t& field = t.part == WeightPart::kFinalNorm ? c.final_norm
                      : t.role == WeightRole::kBias    ? c.lm_head_bias

@@ -30,7 +30,9 @@ struct LayerParams {
 };
 
 struct ParamCounts {
-  int64_t embedding = 0;   // token embedding (+ learned position table), vocab-parallel under TP
+  int64_t embedding = 0;   // the token embedding, vocab-parallel under TP (V x h)
+  int64_t embedding_replicated = 0;  // whole on every TP rank, first stage only: a learned position
+                                     // table, BERT's token types and embedding LayerNorm
   int64_t lm_head = 0;     // 0 when tied to the embedding
   int64_t lm_head_bias = 0;
   int64_t final_norm = 0;
@@ -38,6 +40,8 @@ struct ParamCounts {
   std::vector<LayerParams> layers;
 
   int64_t total() const;
+  /// The token embedding with the replicated tables beside it.
+  int64_t all_embedding() const { return embedding + embedding_replicated; }
   /// Everything except the token/position embedding and an untied LM head.
   int64_t non_embedding() const;
   /// Parameters one token passes through: routed experts count k of E. Equals total() for dense.

@@ -62,7 +62,8 @@ TEST(ParamsTest, Gpt2Small) {
   const ParamCounts p = preset_params("gpt2");
   EXPECT_EQ(p.total(), 124'439'808);
   EXPECT_EQ(p.lm_head, 0);
-  EXPECT_EQ(p.embedding, (50257LL + 1024) * 768);
+  EXPECT_EQ(p.embedding, 50257LL * 768);            // wte, vocab-parallel
+  EXPECT_EQ(p.embedding_replicated, 1024LL * 768);  // wpe, whole on every TP rank
 }
 
 // HF safetensors metadata of Qwen/Qwen2.5-72B and Qwen2.5-7B (q/k/v biases included).

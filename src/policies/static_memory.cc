@@ -118,9 +118,13 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
 }
 
 void add_embedding_and_head(StageParams& st, const ParamCounts& counts, int64_t tp, int64_t pp) {
-  // Megatron places the embedding on the first stage and the LM head (a second copy of the
-  // embedding when tied and pp > 1) with the final norm on the last stage.
-  if (st.stage == 0) st.dense = checked_add(st.dense, ceil_div(counts.embedding, tp));
+  // Megatron places the embedding on the first stage (LanguageModelEmbedding: the vocab-parallel
+  // word table, and a learned position table that every TP rank holds whole) and the LM head with
+  // the final norm on the last stage; when tied and pp > 1 the last stage allocates its own copy of
+  // the word table only (gpt_model.py: output_layer with skip_weight_param_allocation = pre_process
+  // and share_embeddings_and_output_weights; the position table stays on the first stage).
+  if (st.stage == 0)
+    st.dense = checked_add(st.dense, checked_add(ceil_div(counts.embedding, tp), counts.embedding_replicated));
   if (st.stage == pp - 1) {
     int64_t head = counts.lm_head;
     if (head == 0 && pp > 1) head = counts.embedding;  // tied: the last stage keeps its own copy

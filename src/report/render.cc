@@ -168,8 +168,8 @@ nlohmann::json stages_json(const Report& r) {
     const StageTotals& st = r.stages[i];
     arr.push_back({{"stage", i}, {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
                    {"optimizer_bytes", st.optimizer}, {"fp8_weight_cache_bytes", st.fp8_weight_cache},
-                   {"workspaces_bytes", st.workspaces},
-                   {"static_bytes", st.weights + st.gradients + st.optimizer + st.fp8_weight_cache + st.workspaces},
+                   {"workspaces_bytes", st.workspaces}, {"static_bytes", st.static_bytes()},
+                   {"pipeline_inputs_bytes", st.pipeline_inputs_kept}, {"after_step_bytes", st.after_step()},
                    {"activations_bytes", st.activations}, {"transient_bytes", st.transient}, {"total_bytes", st.total}});
   }
   return arr;
@@ -214,7 +214,7 @@ nlohmann::json report_json(const Report& r) {
   j["params"] = {{"total", e.params.total()},
                  {"active", e.params.active()},
                  {"non_embedding", e.params.non_embedding()},
-                 {"embedding", e.params.embedding},
+                 {"embedding", e.params.all_embedding()},
                  {"lm_head", e.params.lm_head},
                  {"per_gpu", e.static_memory.stage.total()}};
   j["memory"] = {{"weights_bytes", e.static_memory.weights.count()},

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "policies/pipeline_inputs.h"
+
 namespace actmem::detail {
 
 namespace {
@@ -192,7 +194,7 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   if (a.rec)
     a.rec->stages.push_back({st.bytes.weights.count(), st.bytes.gradients.count(), st.bytes.optimizer.count(),
                              on_gpu.count(), transient.count(), stage_peak.count(), st.fp8_cache.count(),
-                             workspaces.count()});
+                             workspaces.count(), pipeline_inputs_kept(a.w, a.l, a.p.model.hidden, rank).total()});
   if (stage_peak <= walk.best_peak) return;
   walk.best_peak = stage_peak;
   t.peak_stage = rank;
