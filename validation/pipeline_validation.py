@@ -20,7 +20,8 @@ What runs (one process, all ranks):
     - forward_backward_pipelining_with_interleaving (vpp > 1): get_pp_rank_microbatches (warm-up
       (pp − r − 1)·2 + (vpp − 1)·microbatch_group_size_per_vp_stage, all forwards when that reaches
       M·vpp), get_schedule_table (virtual micro-batch k -> (micro-batch, chunk), groups of
-      microbatch_group_size_per_vp_stage = pp, its default), forward chunk = table chunk, backward
+      microbatch_group_size_per_vp_stage (pp, its default, or the case's; the last group m mod it),
+      forward chunk = table chunk, backward
       chunk = vpp − 1 − table chunk on the oldest micro-batch of that chunk (input_tensors[chunk]
       .pop(0)); steady state: forward k + warm-up, then backward k; cool-down backwards.
   The ranks' lists are executed interleaved as their data dependencies allow (a forward needs the
@@ -82,6 +83,7 @@ class Case:
     m: int  # micro-batches per flush
     first: int = 0  # uneven stages: layers on the first stage (Megatron --decoder-first-pipeline-num-layers)
     last: int = 0  # and on the last stage; the other stages split the rest evenly
+    group: int = 0  # interleaved: --microbatch-group-size-per-virtual-pipeline-stage (0: pp, its default)
 
     def chunk_range(self, rank, chunk):
         """Layers [begin, end) of chunk `chunk` of pipeline rank `rank`, as Megatron-core assigns them
@@ -126,6 +128,13 @@ def _cases():
                     out.append(_case(base, tag, attn, rc, s, b, drop, pp, vpp, m))
         out.append(_case(base, tag, attn, "none", s, b, drop, 2, 3, 4, per_chunk=1))  # vpp 3 (Korthikanti's 175B/530B use 3)
         out.append(_case(base, tag, attn, "none", s, b, drop, 4, 3, 12, per_chunk=1))
+        # --microbatch-group-size-per-virtual-pipeline-stage: schedules.py's own example (PP2 N3 M5
+        # VP2: a last group of 2), a last group of pp exactly (M 8), and Megatron's CI *_tunable_overlap
+        # cases (pp 4, vpp 3, one group of all 5 micro-batches)
+        for pp, vpp, m, group in ((2, 2, 5, 3), (2, 2, 8, 3), (4, 3, 5, 5)):
+            out.append(dataclasses.replace(_case(base, tag, attn, "none", s, b, drop, pp, vpp, m, per_chunk=1),
+                                           group=group))
+            out[-1].name += f"-group{group}"
         # uneven 1F1B stages (Llama 3 405B runs 7 + 14 × 8 + 7): first 1, middle 3, last 2 at pp 4;
         # only the last stage given at pp 3 (2 + 2 + 1)
         for rc in ("none", "full"):
@@ -163,7 +172,7 @@ def schedule_table(m, vpp, group):
     return table
 
 
-def rank_schedule(pp, vpp, m, rank):
+def rank_schedule(pp, vpp, m, rank, group=0):
     if vpp == 1:  # forward_backward_pipelining_without_interleaving
         warmup = min(pp - rank - 1, m)
         ops_ = [("F", 0, i) for i in range(warmup)]
@@ -171,8 +180,8 @@ def rank_schedule(pp, vpp, m, rank):
             ops_ += [("F", 0, warmup + i), ("B", 0, i)]
         ops_ += [("B", 0, i) for i in range(m - warmup, m)]
         return ops_
-    # forward_backward_pipelining_with_interleaving, microbatch_group_size_per_vp_stage = pp
-    group = pp
+    # forward_backward_pipelining_with_interleaving, microbatch_group_size_per_vp_stage (default pp)
+    group = group or pp
     if not (pp <= group <= m) or 0 < m % group < pp:
         raise ValueError(f"pp {pp} vpp {vpp} M {m}: Megatron rejects this interleaved layout")
     total = m * vpp
@@ -279,7 +288,7 @@ def execute(c: Case, seed=0):
          torch.randint(0, c.model.vocab, (c.run.micro_batch, c.run.seq_len), generator=gen))
         for _ in range(m)
     ]  # fmt: skip
-    queues = [list(rank_schedule(pp, vpp, m, r)) for r in range(pp)]
+    queues = [list(rank_schedule(pp, vpp, m, r, c.group)) for r in range(pp)]
     sent = {}  # (rank, chunk, mb) -> the tensor its successor receives (p2p recv buffer)
     grads = {}  # (rank, chunk, mb) -> gradient of its output, sent back by the successor
     pending = {}  # (rank, chunk, mb) -> (input tensor, output tensor) until its backward
@@ -381,6 +390,8 @@ def run_cli(actmem, c: Case, workdir):
         extra += ["--first-stage-layers", str(c.first)]
     if c.last:
         extra += ["--last-stage-layers", str(c.last)]
+    if c.group:
+        extra += ["--microbatch-group", str(c.group)]
     return call_actmem(actmem, c.name, c.model, c.run, workdir, extra=extra, check=check)
 
 
@@ -397,7 +408,7 @@ def main():
         for c in cases:
             print(c.name)
             for r in range(c.pp):
-                print(f"    rank {r}: " + " ".join(f"{k}{j}.{mb}" for k, j, mb in rank_schedule(c.pp, c.vpp, c.m, r)))
+                print(f"    rank {r}: " + " ".join(f"{k}{j}.{mb}" for k, j, mb in rank_schedule(c.pp, c.vpp, c.m, r, c.group)))
         print(f"{len(cases)} cases")
         return 0
     if not cases:

@@ -122,34 +122,9 @@ const ArgRule* find_rule(std::string_view flag) {
 
 namespace {
 
-/// TP, PP, CP, EP, SP, virtual stages, sequence and micro-batch; dp and micro-batches per step from the launcher.
-Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
-  // Parallel layout.
-  int64_t tp = 1, pp = 1, cp = 1;
-  const struct {
-    std::string_view flag;
-    std::string_view option;
-    int64_t* keep;
-  } counts[] = {{"tensor-model-parallel-size", "tp", &tp},   {"pipeline-model-parallel-size", "pp", &pp},
-                {"context-parallel-size", "cp", &cp},        {"expert-model-parallel-size", "ep", nullptr},
-                {"seq-length", "seq_len", nullptr},          {"micro-batch-size", "micro_batch", nullptr}};
-  for (const auto& c : counts) {
-    if (!in.has(c.flag)) continue;
-    ACTMEM_TRY(v, in.count(c.flag));
-    if (c.keep) *c.keep = v;
-    set(std::string(c.option), v, in.where(c.flag));
-  }
-  if (in.has("sequence-parallel")) {
-    if (tp > 1)
-      set("sp", true, in.where("sequence-parallel"));
-    else  // as Megatron does (arguments.py: "Disabling sequence parallelism because tensor model parallelism is disabled")
-      cfg.warnings.push_back(fmt::format("{}: ignored with tp 1, as Megatron ignores it", in.where("sequence-parallel")));
-  }
-
-  // Interleaved pipeline: N layers per virtual stage is L / (pp · N) virtual stages per rank.
+/// Interleaved pipeline: N layers per virtual stage is L / (pp · N) virtual stages per rank.
+template <typename Set>
+Expected<void> read_virtual_stages(const Reader& in, int64_t pp, Set& set) {
   if (in.has("num-layers-per-virtual-pipeline-stage")) {
     ACTMEM_TRY(per_stage, in.count("num-layers-per-virtual-pipeline-stage"));
     if (!in.has("num-layers"))
@@ -164,6 +139,38 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
         fmt::format("{} layers / (pp {} x {}) from {}", layers, pp, per_stage,
                     in.where("num-layers-per-virtual-pipeline-stage")));
   }
+  return {};
+}
+
+/// TP, PP, CP, EP, SP, virtual stages, sequence and micro-batch; dp and micro-batches per step from the launcher.
+Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
+  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  };
+  // Parallel layout.
+  int64_t tp = 1, pp = 1, cp = 1;
+  const struct {
+    std::string_view flag;
+    std::string_view option;
+    int64_t* keep;
+  } counts[] = {{"tensor-model-parallel-size", "tp", &tp},   {"pipeline-model-parallel-size", "pp", &pp},
+                {"context-parallel-size", "cp", &cp},        {"expert-model-parallel-size", "ep", nullptr},
+                {"seq-length", "seq_len", nullptr},          {"micro-batch-size", "micro_batch", nullptr},
+                {"microbatch-group-size-per-virtual-pipeline-stage", "microbatch_group", nullptr}};
+  for (const auto& c : counts) {
+    if (!in.has(c.flag)) continue;
+    ACTMEM_TRY(v, in.count(c.flag));
+    if (c.keep) *c.keep = v;
+    set(std::string(c.option), v, in.where(c.flag));
+  }
+  if (in.has("sequence-parallel")) {
+    if (tp > 1)
+      set("sp", true, in.where("sequence-parallel"));
+    else  // as Megatron does (arguments.py: "Disabling sequence parallelism because tensor model parallelism is disabled")
+      cfg.warnings.push_back(fmt::format("{}: ignored with tp 1, as Megatron ignores it", in.where("sequence-parallel")));
+  }
+
+  if (auto vpp = read_virtual_stages(in, pp, set); !vpp) return vpp.error();
 
   // Data parallelism: the launcher's GPUs over tp·pp·cp (Megatron's world size rule).
   std::optional<int64_t> dp;

@@ -30,6 +30,30 @@ TEST(FastPath, InterleavedCountsOfTheMeasuredCase) {
   EXPECT_EQ(counts[1], 4);
 }
 
+// Megatron's --microbatch-group-size-per-virtual-pipeline-stage, schedules.py's own example: pp 2,
+// vpp 2, 5 micro-batches in groups of 3: forward chunks 0 0 0 1 1 1 0 0 1 1, backward mirrored. The
+// last rank warms up (vpp − 1)·3 = 3 forwards; after its steady forwards 4..10 (one backward between
+// each) chunks hold (3,1) (3,1) (3,1) (4,0) (4,0) (3,1) (2,2). validation/pipeline_validation.py runs it.
+TEST(FastPath, InterleavedMicrobatchGroups) {
+  const ParallelLayout p{.pp = 2, .vpp = 2, .num_micro_batches = 5, .microbatch_group = 3};
+  int64_t counts[2], step[2];
+  const int64_t first_heavier[2] = {10, 1};
+  detail::in_flight_per_chunk(p, 1, first_heavier, counts, step);
+  EXPECT_EQ(counts[0], 4);
+  EXPECT_EQ(counts[1], 0);
+  const int64_t second_heavier[2] = {1, 10};
+  detail::in_flight_per_chunk(p, 1, second_heavier, counts, step);
+  EXPECT_EQ(counts[0], 2);
+  EXPECT_EQ(counts[1], 2);
+  // Rank 0 warms up 2 + 3 = 5: (3,3) (4,2) (5,1) (5,1) (4,2).
+  detail::in_flight_per_chunk(p, 0, first_heavier, counts, step);
+  EXPECT_EQ(counts[0], 5);
+  EXPECT_EQ(counts[1], 1);
+  detail::in_flight_per_chunk(p, 0, second_heavier, counts, step);
+  EXPECT_EQ(counts[0], 3);
+  EXPECT_EQ(counts[1], 3);
+}
+
 // The run-by-run walk equals the step-by-step one for every rank of pp 2..12 × vpp 2..8, numbers of
 // micro-batches from one round to many (and 0: as many as the schedule holds), and chunk bytes
 // equal, with one chunk heavier (the embedding, the head), one lighter, or random (ties included).

@@ -95,6 +95,7 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       {"cp", p.cp, 1, limits::kMaxCp},
       {"ep", p.ep, 1, limits::kMaxEp},
       {"num_micro_batches", p.num_micro_batches, 0, limits::kMaxMicroBatches},
+      {"microbatch_group", p.microbatch_group, 0, limits::kMaxMicroBatches},
       {"first_stage_layers", p.first_stage_layers, 0, limits::kMaxLayers},
       {"last_stage_layers", p.last_stage_layers, 0, limits::kMaxLayers},
       {"zero_stage", l.zero_stage, 0, 3},
@@ -128,6 +129,46 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
 
 /// The parallel layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,
 /// experts by ep, and so on. The message names the option and values that would work.
+/// Megatron's interleaved schedule (schedules.py forward_backward_pipelining_with_interleaving): it
+/// needs a pipeline, groups of M contiguous micro-batches per virtual stage with pp <= M <= m, and a
+/// last group of m mod M that is 0 or at least pp ("dependency bubbles" otherwise). M is pp unless
+/// given (--microbatch-group-size-per-virtual-pipeline-stage), so then m is a multiple of pp.
+template <typename Reporter>
+bool check_interleaved(const ParallelLayout& layout, Reporter& r) {
+  if (layout.vpp > 1 && layout.pp == 1)
+    return r.fail(ErrorKind::kIncompatible, "vpp", [&] {
+      return fmt::format("@vpp {}: the interleaved schedule needs pipeline parallelism; use @pp 2 or more, or @vpp 1",
+                         layout.vpp);
+    });
+  const int64_t group = layout.microbatch_group_or_pp();
+  if (layout.microbatch_group > 0 && (layout.vpp == 1 || layout.microbatch_group < layout.pp))
+    return r.fail(ErrorKind::kIncompatible, "microbatch_group", [&] {
+      return layout.vpp == 1 ? fmt::format("@microbatch_group {}: only the interleaved schedule (@vpp 2 or more) "
+                                           "groups micro-batches",
+                                           layout.microbatch_group)
+                             : fmt::format("@microbatch_group {}: Megatron needs at least @pp ({})",
+                                           layout.microbatch_group, layout.pp);
+    });
+  const int64_t m = layout.num_micro_batches, last = m % group;
+  if (layout.vpp > 1 && m > 0 && layout.microbatch_group == 0 && last != 0)
+    return r.fail(ErrorKind::kIncompatible, "num_micro_batches", [&] {
+      return fmt::format("@num_micro_batches {}: the interleaved schedule needs a multiple of @pp ({}); e.g. {}", m,
+                         layout.pp, (m / layout.pp + 1) * layout.pp);
+    });
+  if (layout.vpp > 1 && m > 0 && m < group)
+    return r.fail(ErrorKind::kIncompatible, "num_micro_batches", [&] {
+      return fmt::format("@num_micro_batches {}: the interleaved schedule needs at least @microbatch_group ({})", m,
+                         group);
+    });
+  if (layout.vpp > 1 && m > 0 && last > 0 && last < layout.pp)
+    return r.fail(ErrorKind::kIncompatible, "num_micro_batches", [&] {
+      return fmt::format("@num_micro_batches {}: with @microbatch_group {} the last group has {} micro-batch(es), "
+                         "fewer than @pp ({}), which Megatron refuses; e.g. {}",
+                         m, group, last, layout.pp, m - last);
+    });
+  return true;
+}
+
 template <typename Reporter>
 bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const ParallelLayout& layout, Reporter& r) {
   const struct {
@@ -201,16 +242,7 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
                            return model.num_layers % (p * layout.vpp) == 0 && (layout.vpp == 1 || p > 1);
                          }));
     });
-  if (layout.vpp > 1 && layout.pp == 1)
-    return r.fail(ErrorKind::kIncompatible, "vpp", [&] {
-      return fmt::format("@vpp {}: the interleaved schedule needs pipeline parallelism; use @pp 2 or more, or @vpp 1",
-                         layout.vpp);
-    });
-  if (layout.vpp > 1 && layout.num_micro_batches > 0 && layout.num_micro_batches % layout.pp != 0)
-    return r.fail(ErrorKind::kIncompatible, "num_micro_batches", [&] {
-      return fmt::format("@num_micro_batches {}: the interleaved schedule needs a multiple of @pp ({}); e.g. {}",
-                         layout.num_micro_batches, layout.pp, (layout.num_micro_batches / layout.pp + 1) * layout.pp);
-    });
+  if (!check_interleaved(layout, r)) return false;
 
   if (layout.ep > 1) {
     if (!model.is_moe())

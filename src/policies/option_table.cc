@@ -386,6 +386,10 @@ const std::array kSpecs{
     row("num_micro_batches", kParallel, count<LAYOUT(parallel.num_micro_batches)>(),
         "micro-batches per pipeline flush (0: as many as the schedule holds)", "8",
         {.min = 0, .max = static_cast<double>(limits::kMaxMicroBatches)}),
+    row("microbatch_group", kParallel, count<LAYOUT(parallel.microbatch_group)>(),
+        "interleaved schedule: contiguous micro-batches per virtual stage (Megatron's "
+        "--microbatch-group-size-per-virtual-pipeline-stage; 0: pp)",
+        "5", {.frameworks = kMegatronOnly, .advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxMicroBatches)}),
     row("first_stage_layers", kParallel, count<LAYOUT(parallel.first_stage_layers)>(),
         "uneven pipeline: layers on the first stage (Megatron's --decoder-first-pipeline-num-layers; 0: even)", "4",
         {.advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxLayers)}),

@@ -20,6 +20,10 @@ struct ParallelLayout {
   int64_t cp = 1;
   int64_t ep = 1;
   int64_t num_micro_batches = 0;  // per pipeline flush; 0 = as many as the schedule can hold (>= pp)
+  // The interleaved schedule's contiguous micro-batches per virtual stage (Megatron
+  // --microbatch-group-size-per-virtual-pipeline-stage, schedules.py get_schedule_table): pp..m; 0 = pp.
+  int64_t microbatch_group = 0;
+  int64_t microbatch_group_or_pp() const { return microbatch_group > 0 ? microbatch_group : pp; }
   // Uneven pipeline stages (Megatron --decoder-first/last-pipeline-num-layers): layers on the first
   // and last stage; 0 = the even share. The other stages split the rest evenly. Needs vpp = 1.
   int64_t first_stage_layers = 0;

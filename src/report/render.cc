@@ -162,6 +162,13 @@ void megatron_inputs_json(const Workload& w, const Layout& l, nlohmann::json& in
 }
 
 /// Each pipeline stage's GPU, as the engine accounted it (Megatron logs the last rank: the last stage).
+/// The pipeline's schedule and split, when not the defaults.
+void pipeline_inputs_json(const ParallelLayout& p, nlohmann::json& inputs) {
+  if (p.microbatch_group > 0) inputs["microbatch_group"] = p.microbatch_group;
+  if (p.first_stage_layers > 0) inputs["first_stage_layers"] = p.first_stage_layers;
+  if (p.last_stage_layers > 0) inputs["last_stage_layers"] = p.last_stage_layers;
+}
+
 nlohmann::json stages_json(const Report& r) {
   auto arr = nlohmann::json::array();
   for (std::size_t i = 0; i < r.stages.size(); ++i) {
@@ -209,8 +216,7 @@ nlohmann::json report_json(const Report& r) {
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");
-  if (p.first_stage_layers > 0) j["inputs"]["first_stage_layers"] = p.first_stage_layers;
-  if (p.last_stage_layers > 0) j["inputs"]["last_stage_layers"] = p.last_stage_layers;
+  pipeline_inputs_json(p, j["inputs"]);
   j["params"] = {{"total", e.params.total()},
                  {"active", e.params.active()},
                  {"non_embedding", e.params.non_embedding()},

@@ -6,6 +6,7 @@
 #include "engine/stages/account.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "policies/pipeline_inputs.h"
 
@@ -13,15 +14,35 @@ namespace actmem::detail {
 
 namespace {
 
-/// Megatron's interleaved schedule on one rank (see in_flight_per_chunk in engine.h).
+/// The interleaved schedule's warm-up forwards on `rank` (schedules.py get_pp_rank_microbatches).
+int64_t interleaved_warmup(const ParallelLayout& p, int64_t rank) {
+  return (p.pp - rank - 1) * 2 + (p.vpp - 1) * p.microbatch_group_or_pp();
+}
+
+/// Megatron's interleaved schedule on one rank (see in_flight_per_chunk in engine.h). Its forward
+/// order is get_schedule_table's: groups of `group` micro-batches (pp unless
+/// --microbatch-group-size-per-virtual-pipeline-stage), each run through chunk 0, 1, ..., then the
+/// last group (m mod group when not 0) the same way; backward k takes entry k with its chunk mirrored.
 struct Interleaved {
-  int64_t pp, vpp, round, warmup, steps;
+  int64_t vpp, group, round, warmup;
+  int64_t full;  // virtual micro-batches in the full groups (all of them when m is unbounded)
+  int64_t last_start, last;  // the last group's first micro-batch and its size
+  int64_t steps;
   Interleaved(const ParallelLayout& p, int64_t rank)
-      : pp(p.pp), vpp(p.vpp), round(p.pp * p.vpp), warmup((p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp),
-        steps(p.num_micro_batches > 0 ? std::min(p.num_micro_batches * p.vpp - warmup, round) : round) {}
+      : vpp(p.vpp), group(p.microbatch_group_or_pp()), round(group * p.vpp), warmup(interleaved_warmup(p, rank)),
+        full(p.num_micro_batches > 0 ? ((p.num_micro_batches + group - 1) / group - 1) * round
+                                     : std::numeric_limits<int64_t>::max()),
+        last_start(p.num_micro_batches > 0 ? full / round * group : 0),
+        last(p.num_micro_batches > 0 ? p.num_micro_batches - last_start : group),
+        // Every group full: the counts repeat every round (both ends move one group per round).
+        steps(p.num_micro_batches == 0 ? round
+              : periodic()             ? std::min(p.num_micro_batches * p.vpp - warmup, round)
+                                       : p.num_micro_batches * p.vpp - warmup) {}
+  bool periodic() const { return last == group; }
   /// Virtual micro-batches of chunk j among the first n (forward order).
   int64_t of_chunk(int64_t n, int64_t j) const {
-    return (n / round) * pp + std::clamp(n % round - j * pp, int64_t{0}, pp);
+    if (n <= full) return (n / round) * group + std::clamp(n % round - j * group, int64_t{0}, group);
+    return last_start + std::clamp(n - full - j * last, int64_t{0}, last);
   }
   /// Chunk-micro-batches in flight on each chunk at steady step k.
   void counts_at(int64_t k, int64_t* out) const {
@@ -36,7 +57,7 @@ bool in_flight_closed(const ParallelLayout& p, int64_t rank, int64_t* counts) {
     counts[0] = std::min(p.pp - rank, m > 0 ? m : p.pp);
     return true;
   }
-  const int64_t warmup = (p.pp - rank - 1) * 2 + (p.vpp - 1) * p.pp;
+  const int64_t warmup = interleaved_warmup(p, rank);
   if (m > 0 && warmup + 1 >= m * p.vpp) {  // all forwards before the first backward
     std::fill(counts, counts + p.vpp, m);
     return true;
@@ -50,6 +71,10 @@ void in_flight_per_chunk(const ParallelLayout& p, int64_t rank, const int64_t* c
                          int64_t* step) {
   if (in_flight_closed(p, rank, counts)) return;
   const Interleaved sched(p, rank);
+  if (sched.group != p.pp || !sched.periodic()) {  // the run walk below assumes groups of pp
+    in_flight_per_chunk_reference(p, rank, chunk_bytes, counts, step);
+    return;
+  }
   // Every chunk keeping the same bytes: every step holds the same (w + 1 chunk-micro-batches), and
   // the first step is the one with the most.
   if (std::all_of(chunk_bytes + 1, chunk_bytes + p.vpp, [&](int64_t x) { return x == chunk_bytes[0]; })) {
