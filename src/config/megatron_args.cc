@@ -156,7 +156,8 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
   } counts[] = {{"tensor-model-parallel-size", "tp", &tp},   {"pipeline-model-parallel-size", "pp", &pp},
                 {"context-parallel-size", "cp", &cp},        {"expert-model-parallel-size", "ep", nullptr},
                 {"seq-length", "seq_len", nullptr},          {"micro-batch-size", "micro_batch", nullptr},
-                {"microbatch-group-size-per-virtual-pipeline-stage", "microbatch_group", nullptr}};
+                {"microbatch-group-size-per-virtual-pipeline-stage", "microbatch_group", nullptr},
+                {"expert-tensor-parallel-size", "etp", nullptr}};
   for (const auto& c : counts) {
     if (!in.has(c.flag)) continue;
     ACTMEM_TRY(v, in.count(c.flag));

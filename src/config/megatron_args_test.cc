@@ -318,6 +318,30 @@ TEST(MegatronArgs, AfterTheStepOnTheLastPipelineRank) {
   EXPECT_EQ(r.stages.front().pipeline_inputs_kept, 2 * 2 * 4'194'304);  // rank 0: its second and third chunk
 }
 
+// Megatron-LM's CI, moe/gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4 (8 GPUs): tp 2, ep 4, etp 1. MoE
+// parallel folding takes the expert grid (etp 1 × ep 4 × expert-dp 2) from tp 2 × dp 4, so ep 4 need
+// not divide dp; each GPU holds 2 of the 8 experts whole.
+TEST(MegatronArgs, ExpertTensorParallelFolding) {
+  const std::string line =
+      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+      "--max-position-embeddings 1024 --vocab-size 50257 --transformer-impl transformer_engine --sequence-parallel "
+      "--tensor-model-parallel-size 2 --expert-model-parallel-size 4 --expert-tensor-parallel-size 1 "
+      "--num-experts 8 --moe-router-topk 2 --bf16\n";
+  auto c = read_megatron_args(line, "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.parallel.dp, 4);
+  EXPECT_EQ(s.layout.parallel.ep, 4);
+  EXPECT_EQ(s.layout.parallel.etp, 1);
+  EXPECT_EQ(find(*c, "etp")->source, "--expert-tensor-parallel-size 1 (ci.sh:1)");
+  const Report r = report_of(*c->model, s);
+  // 12 layers × 2 local experts × (fc1 h·4h + bias 4h, fc2 4h·h + bias h), whole (etp 1).
+  const int64_t h = 512, expert = 2 * h * 4 * h + 4 * h + h;
+  EXPECT_EQ(r.estimate.static_memory.stage.expert, 12 * 2 * expert);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);

@@ -51,6 +51,10 @@ int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
                                  checked_add(replicated, ceil_div(ceil_div(routed_experts, ep), tp))));
 }
 
+int64_t LayerParams::experts_per_rank(int64_t ep, int64_t etp) const {
+  return ceil_div(ceil_div(routed_experts, ep), etp);
+}
+
 int64_t ParamCounts::total() const {
   int64_t n = checked_add(checked_add(checked_add(embedding, embedding_replicated), lm_head),
                           checked_add(lm_head_bias, final_norm));

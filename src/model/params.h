@@ -27,6 +27,8 @@ struct LayerParams {
   /// experts split by ep, then by tp as expert TP). Example: Llama-3-8B layer at tp 16 keeps one of
   /// its 8 KV heads whole on every rank.
   int64_t per_rank(int64_t tp, int64_t ep) const;
+  /// The routed experts one GPU holds: E/ep experts, each split by the expert TP degree `etp`.
+  int64_t experts_per_rank(int64_t ep, int64_t etp) const;
 };
 
 struct ParamCounts {

@@ -94,6 +94,7 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       {"vpp", p.vpp, 1, limits::kMaxVpp},
       {"cp", p.cp, 1, limits::kMaxCp},
       {"ep", p.ep, 1, limits::kMaxEp},
+      {"etp", p.etp, 0, limits::kMaxTp},
       {"num_micro_batches", p.num_micro_batches, 0, limits::kMaxMicroBatches},
       {"microbatch_group", p.microbatch_group, 0, limits::kMaxMicroBatches},
       {"first_stage_layers", p.first_stage_layers, 0, limits::kMaxLayers},
@@ -165,6 +166,37 @@ bool check_interleaved(const ParallelLayout& layout, Reporter& r) {
       return fmt::format("@num_micro_batches {}: with @microbatch_group {} the last group has {} micro-batch(es), "
                          "fewer than @pp ({}), which Megatron refuses; e.g. {}",
                          m, group, last, layout.pp, m - last);
+    });
+  return true;
+}
+
+/// Expert parallelism and the experts' own TP degree (MoE parallel folding): the experts split over
+/// ep, each over etp, which must divide tp (each expert-TP group then gathers the tokens of etp
+/// sequence-parallel shards) and the expert FFN.
+template <typename Reporter>
+bool check_experts(const ModelSpec& model, const ParallelLayout& layout, Reporter& r) {
+  if (layout.ep > 1) {
+    if (!model.is_moe())
+      return r.fail(ErrorKind::kIncompatible, "ep",
+                    [&] { return fmt::format("@ep {}: the model has no routed experts; use @ep 1", layout.ep); });
+    if (hf_quirks(model).llama4)  // op_graph.cc llama4_moe: E·s·b rows on one rank
+      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
+        return fmt::format("@ep {}: transformers' Llama4TextMoe runs all experts on every token on one rank; its "
+                           "expert-parallel plan is not modeled; use @ep 1",
+                           layout.ep);
+      });
+    if (model.moe->num_experts % layout.ep != 0)
+      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
+        return fmt::format("@ep {}: num_experts ({}) is not divisible by {}; valid @ep values: {}", layout.ep,
+                           model.moe->num_experts, layout.ep,
+                           suggestions(model.moe->num_experts, [&](int64_t e) { return model.moe->num_experts % e == 0; }));
+      });
+  }
+  if (layout.etp > 0 && model.is_moe() && (layout.tp % layout.etp != 0 || model.moe->expert_ffn % layout.etp != 0))
+    return r.fail(ErrorKind::kIncompatible, "etp", [&] {
+      return fmt::format("@etp {}: modelled when it divides @tp ({}) and the expert FFN ({}); use one of {}", layout.etp,
+                         layout.tp, model.moe->expert_ffn,
+                         suggestions(layout.tp, [&](int64_t e) { return layout.tp % e == 0 && model.moe->expert_ffn % e == 0; }));
     });
   return true;
 }
@@ -244,23 +276,7 @@ bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const Paral
     });
   if (!check_interleaved(layout, r)) return false;
 
-  if (layout.ep > 1) {
-    if (!model.is_moe())
-      return r.fail(ErrorKind::kIncompatible, "ep",
-                    [&] { return fmt::format("@ep {}: the model has no routed experts; use @ep 1", layout.ep); });
-    if (hf_quirks(model).llama4)  // op_graph.cc llama4_moe: E·s·b rows on one rank
-      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
-        return fmt::format("@ep {}: transformers' Llama4TextMoe runs all experts on every token on one rank; its "
-                           "expert-parallel plan is not modeled; use @ep 1",
-                           layout.ep);
-      });
-    if (model.moe->num_experts % layout.ep != 0)
-      return r.fail(ErrorKind::kIncompatible, "ep", [&] {
-        return fmt::format("@ep {}: num_experts ({}) is not divisible by {}; valid @ep values: {}", layout.ep,
-                           model.moe->num_experts, layout.ep,
-                           suggestions(model.moe->num_experts, [&](int64_t e) { return model.moe->num_experts % e == 0; }));
-      });
-  }
+  if (!check_experts(model, layout, r)) return false;
   return true;
 }
 
@@ -333,11 +349,8 @@ bool check_static(const ParallelLayout& par, Reporter& r) {
       return fmt::format("@distributed_optimizer_instances {} must divide @dp {}: each instance shards over dp / N",
                          par.optimizer_instances, par.dp);
     });
-  if (par.ep > 1 && par.dp % par.ep != 0)
-    return r.fail(ErrorKind::kIncompatible, "ep", [&] {
-      return fmt::format("@ep {} must divide @dp {}: expert parallelism is carved out of the data-parallel group",
-                         par.ep, par.dp);
-    });
+  if ((par.ep > 1 || par.etp > 0) && (par.tp * par.cp * par.dp) % (par.ep * par.expert_tp()) != 0)
+    return r.fail(ErrorKind::kIncompatible, par.etp > 0 ? "etp" : "ep", [&] { return expert_grid_message(par); });
   return true;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "util/expected.h"
 
@@ -19,6 +20,17 @@ struct ParallelLayout {
   int64_t vpp = 1;
   int64_t cp = 1;
   int64_t ep = 1;
+  // Megatron --expert-tensor-parallel-size: the routed experts' own TP degree. MoE parallel folding
+  // builds the expert grid etp × ep × expert-dp from the same tp × cp × dp ranks (parallel_state.py
+  // l.870-880 at d98e8a64: expert_data_parallel_size = world / (etp · ep · pp)). 0 = tp.
+  int64_t etp = 0;
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
+  /// The ranks that hold the same expert shard, over which ZeRO / the distributed optimizer shard
+  /// the experts: tp·cp·dp / (ep·etp) (Megatron's expt_dp group).
+  int64_t expert_dp() const {
+    const int64_t grid = ep * expert_tp();
+    return grid > 0 && tp * cp * dp >= grid ? tp * cp * dp / grid : 1;
+  }
   int64_t num_micro_batches = 0;  // per pipeline flush; 0 = as many as the schedule can hold (>= pp)
   // The interleaved schedule's contiguous micro-batches per virtual stage (Megatron
   // --microbatch-group-size-per-virtual-pipeline-stage, schedules.py get_schedule_table): pp..m; 0 = pp.
@@ -39,6 +51,11 @@ struct ParallelLayout {
 /// TransformerEngine do; Megatron-LM proper asserts kv % tp == 0.
 /// Example: validate_layout(llama_3_70b, {.tp = 3}).error().message names --tp and the valid values.
 Expected<void> validate_layout(const ModelSpec& model, const ParallelLayout& layout);
+
+/// Why the experts' grid (ep × expert TP) does not fit in tp × cp × dp. Example (tp 1, dp 2, ep 4):
+/// "@ep 4 must divide cp·dp = 2: expert parallelism is carved out of the data- and context-parallel
+/// ranks (with @etp, of tensor-parallel ranks too)".
+std::string expert_grid_message(const ParallelLayout& layout);
 
 /// Checks the sequence length against the layout: cp needs seq % (2·cp) == 0 (load-balanced causal
 /// context parallelism cuts the sequence into 2·cp chunks), sp needs (seq / cp) % tp == 0.

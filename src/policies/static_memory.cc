@@ -105,9 +105,8 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
       const int64_t c = split.chunk_of(s, j);
       for (int64_t i = split.chunk_begin(c); i < split.chunk_begin(c) + split.chunk_size(c); ++i) {
         const auto& l = counts.layers[static_cast<size_t>(i)];
-        const int64_t expert = ceil_div(ceil_div(l.routed_experts, ep), tp);
-        st.dense = checked_add(st.dense, l.per_rank(tp, ep) - expert);
-        st.expert = checked_add(st.expert, expert);
+        st.dense = checked_add(st.dense, l.per_rank(tp, ep) - l.experts_per_rank(ep, tp));
+        st.expert = checked_add(st.expert, l.experts_per_rank(ep, layout.expert_tp()));
         ++st.num_layers;
       }
     }
@@ -134,11 +133,15 @@ void add_embedding_and_head(StageParams& st, const ParamCounts& counts, int64_t 
 
 StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, int z, bool offload,
                                const ParallelLayout& par) {
-  const int64_t dp = par.dp;
-  const int64_t expert_dp = std::max<int64_t>(dp / std::max<int64_t>(par.ep, 1), 1);
+  // Context-parallel ranks hold the same parameters and join the data-parallel ranks in sharding them
+  // (Megatron's DDP and distributed optimizer over intra_dp_cp_group, distributed_data_parallel.py
+  // l.149-289; torchtitan's FSDP over the dp_shard_cp mesh); the routed experts over the expert-DP
+  // group (ParallelLayout::expert_dp).
+  const int64_t dp = checked_mul(par.dp, std::max<int64_t>(par.cp, 1));
+  const int64_t expert_dp = par.expert_dp();
   const int64_t instances = std::max<int64_t>(par.optimizer_instances, 1);
-  // Each part is sharded over DP (over the expert-DP group for routed experts) once ZeRO reaches it;
-  // the optimizer state over DP / instances (Megatron's --num-distributed-optimizer-instances).
+  // Each part is sharded once ZeRO reaches it; the optimizer state over DP / instances (Megatron's
+  // --num-distributed-optimizer-instances).
   auto part = [&](int stage_needed, double bytes_each) {
     const int64_t group = stage_needed == 1 ? instances : 1;
     const int64_t dense = z >= stage_needed ? shard(st.dense, std::max<int64_t>(dp / group, 1)) : st.dense;
@@ -158,14 +161,14 @@ StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, 
 
 void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options) {
   const auto& par = options.parallel;
-  const int64_t dp = par.dp;
+  const int64_t dp = par.dp * std::max<int64_t>(par.cp, 1);
   const int z = options.zero_stage;
   auto sharding = [&](int stage_needed) {
     std::string s;
     if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
     if (par.pp > 1) s += fmt::format(", stage {} of {}", m.stage.stage + 1, par.pp);  // 1-based for people
     const int64_t n = stage_needed == 1 ? std::max<int64_t>(par.optimizer_instances, 1) : 1;
-    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over DP {}", z, dp / n);
+    if (z >= stage_needed && dp > 1) s += fmt::format(", ZeRO-{} over {} {}", z, par.cp > 1 ? "DP·CP" : "DP", dp / n);
     if (z >= stage_needed && n > 1) s += fmt::format(" ({} optimizer instances)", n);
     return s;
   };
@@ -199,10 +202,9 @@ Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const St
     return Error{ErrorKind::kInvalid, "zero_stage",
                  fmt::format("@zero_stage {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
   if (par.dp < 1) return Error{ErrorKind::kInvalid, "dp", fmt::format("@dp {} must be >= 1", par.dp)};
-  if (par.ep > 1 && par.dp % par.ep != 0)
-    return Error{ErrorKind::kIncompatible, "ep",
-                 fmt::format("@ep {} must divide @dp {}: expert parallelism is carved out of the data-parallel group",
-                             par.ep, par.dp)};
+  if (const int64_t grid = par.ep * par.expert_tp(), ranks = par.tp * par.cp * par.dp;
+      (par.ep > 1 || par.etp > 0) && ranks % grid != 0)
+    return Error{ErrorKind::kIncompatible, par.etp > 0 ? "etp" : "ep", expert_grid_message(par)};
   if (only_stage && (*only_stage < 0 || *only_stage >= par.pp))
     return Error{ErrorKind::kInvalid, "pp",
                  fmt::format("pipeline stage {} does not exist with @pp {}", *only_stage, par.pp)};

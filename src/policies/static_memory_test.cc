@@ -101,6 +101,36 @@ TEST(StaticMemory, ExpertsShardOverEpAndExpertDataParallel) {
   EXPECT_EQ(m->optimizer, Bytes{2000 * 12});
 }
 
+// MoE parallel folding (Megatron parallel_state.py l.870-880): with tp 2, dp 4 and ep 4 at etp 1 the
+// expert grid takes the 8 tensor- and data-parallel ranks as ep 4 × expert-dp 2; each GPU keeps 2 of 8
+// whole experts where etp 2 (the default, etp = tp) would keep 2 halves. Megatron-LM's CI case
+// moe/gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4 runs this layout. Context parallelism joins the
+// data-parallel ranks in the distributed optimizer's shard (intra_dp_cp_group).
+TEST(StaticMemory, ExpertGridFoldsTensorAndContextParallelRanks) {
+  ParamCounts c;
+  c.layers.push_back(LayerParams{.dense_mlp = 4000, .routed_experts = 8000});
+  StaticOptions o;
+  o.parallel = {.dp = 4, .tp = 2, .ep = 4, .etp = 1};
+  o.zero_stage = 1;
+  auto m = compute_static_memory(c, o);
+  ASSERT_TRUE(m.has_value()) << m.error().message;
+  // dense 4000 / tp 2 = 2000, experts 8000 / (ep 4 · etp 1) = 2000 per GPU.
+  EXPECT_EQ(m->weights, Bytes{2 * (2000 + 2000)});
+  // optimizer: dense over dp 4, experts over the expert-dp group tp·dp / (ep·etp) = 2.
+  EXPECT_EQ(m->optimizer, Bytes{12 * (2000 / 4 + 2000 / 2)});
+  EXPECT_EQ(o.parallel.expert_dp(), 2);
+  o.parallel.etp = 0;  // etp = tp: 2 halves of experts; ep 4 must then divide cp·dp = 4
+  EXPECT_EQ(compute_static_memory(c, o)->weights, Bytes{2 * (2000 + 1000)});
+  o.parallel.ep = 8;  // 8 × 2 ranks from 2 × 4: too many
+  auto bad = compute_static_memory(c, o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message, "@ep 8 must divide cp·dp = 4: expert parallelism is carved out of the data- and "
+                                 "context-parallel ranks (with @etp below @tp, of tensor-parallel ranks too: MoE "
+                                 "parallel folding)");
+  o.parallel = {.dp = 2, .tp = 2, .cp = 2, .ep = 1};  // the dense shard: dp·cp = 4 ranks
+  EXPECT_EQ(compute_static_memory(c, o)->optimizer, Bytes{12 * (2000 / 4 + 4000 / 4)});
+}
+
 TEST(StaticMemory, BadInputIsAnError) {
   StaticOptions o;
   o.zero_stage = 4;

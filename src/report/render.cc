@@ -65,11 +65,11 @@ std::string header_lines(const Report& r) {
                      w.framework == Framework::kTorchtitan ? std::string("FSDP2 (fully_shard)")
                                                            : fmt::format("ZeRO-{}", l.zero_stage),
                      l.offload_optimizer ? ", optimizer offloaded" : "", finetune_summary(w));
-  out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
+  out += fmt::format("Parallel   dp {} tp {}{} pp {}{} cp {} ep {}{}{}\n", p.dp, p.tp, p.sp ? " (sp)" : "", p.pp,
                      p.vpp > 1                                             ? fmt::format(" (vpp {})", p.vpp)
                      : p.first_stage_layers > 0 || p.last_stage_layers > 0 ? uneven_stages(p)
                                                                            : "",
-                     p.cp, p.ep,
+                     p.cp, p.ep, p.etp > 0 ? fmt::format(" (etp {})", p.etp) : "",
                      p.num_micro_batches > 0 ? fmt::format(", {} micro-batches", p.num_micro_batches) : "");
   return out;
 }
@@ -162,8 +162,9 @@ void megatron_inputs_json(const Workload& w, const Layout& l, nlohmann::json& in
 }
 
 /// Each pipeline stage's GPU, as the engine accounted it (Megatron logs the last rank: the last stage).
-/// The pipeline's schedule and split, when not the defaults.
-void pipeline_inputs_json(const ParallelLayout& p, nlohmann::json& inputs) {
+/// The experts' TP and the pipeline's schedule and split, when not the defaults.
+void optional_parallel_inputs_json(const ParallelLayout& p, nlohmann::json& inputs) {
+  if (p.etp > 0) inputs["etp"] = p.etp;
   if (p.microbatch_group > 0) inputs["microbatch_group"] = p.microbatch_group;
   if (p.first_stage_layers > 0) inputs["first_stage_layers"] = p.first_stage_layers;
   if (p.last_stage_layers > 0) inputs["last_stage_layers"] = p.last_stage_layers;
@@ -216,7 +217,7 @@ nlohmann::json report_json(const Report& r) {
   if (w.framework == Framework::kTorchtitan && l.recompute == Recompute::kSelective)
     j["inputs"]["selective_ac_option"] =
         l.selective_ac_every > 0 ? std::to_string(l.selective_ac_every) : std::string("op");
-  pipeline_inputs_json(p, j["inputs"]);
+  optional_parallel_inputs_json(p, j["inputs"]);
   j["params"] = {{"total", e.params.total()},
                  {"active", e.params.active()},
                  {"non_embedding", e.params.non_embedding()},

@@ -312,6 +312,24 @@ TEST(ActivationMegatron, DeepSeekV3MlaMoeFlash) {
   EXPECT_EQ(layer_bytes_named(r, "moe.experts"), 6 * k * T * fe);  // fc1 output and fc2 input
 }
 
+// MoE parallel folding (Megatron --expert-tensor-parallel-size 1 under TP 2 with SP): each rank
+// brings its T/2 sequence-parallel tokens and no expert-TP all-gather follows the all-to-all, so the
+// experts see k·T/2 rows with their whole FFN, where etp = tp sees k·T rows with fe/2
+// (token_dispatcher.py MoEAlltoAllTokenDispatcher). fc1 and fc2's bytes stay 6·(k·T/2)·fe.
+TEST(ActivationMegatron, DeepSeekV3ExpertTensorParallelFolding) {
+  const int64_t s = 4096, b = 1, h = 7168, k = 8, fe = 2048, T = s * b;
+  const ParallelLayout tp2{.dp = 4, .tp = 2, .sp = true, .ep = 4};
+  ParallelLayout folded = tp2;
+  folded.etp = 1;
+  auto by_tp = run(deepseek_v3(), {.seq_len = s, .micro_batch = b, .framework = Framework::kMegatron, .parallel = tp2});
+  auto fold = run(deepseek_v3(), {.seq_len = s, .micro_batch = b, .framework = Framework::kMegatron, .parallel = folded});
+  EXPECT_EQ(layer_bytes_named(fold, "moe.permuted_tokens"), 2 * (k * T / 2) * h);
+  EXPECT_EQ(layer_bytes_named(fold, "moe.experts"), 6 * (k * T / 2) * fe);
+  EXPECT_EQ(layer_bytes_named(by_tp, "moe.experts"), 6 * (k * T) * (fe / 2));
+  // The rest differs by the rows' other tensors: int64 sorted indices, permuted tokens, bf16 probs.
+  EXPECT_EQ(by_tp.per_layer.count() - fold.per_layer.count(), 8 * (k * T / 2) + 2 * (k * T / 2) * h + 2 * (k * T / 2));
+}
+
 TEST(ActivationHF, DeepSeekV3MlaFlashPadsV) {
   const int64_t s = 1024, b = 1, a = 128, dv = 128, dqk = 192;
   auto r = run(deepseek_v3(), {.seq_len = s, .micro_batch = b});

@@ -189,7 +189,7 @@ int64_t te_mlp_elements(const ModelSpec& m, int64_t f) {
 int64_t local_experts(const MoeSpec& e, int64_t ep) { return (e.num_experts + ep - 1) / ep; }
 }  // namespace
 
-int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep) {
+int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep, int64_t etp) {
   const int64_t h = m.hidden;
   const int64_t q_heads = m.num_heads / tp;
   int64_t attn = 0;
@@ -212,7 +212,7 @@ int64_t te_fp8_weight_elements(const ModelSpec& m, const LayerSpec& l, int64_t t
   if (!l.moe) return checked_add(attn, te_mlp_elements(m, l.ffn / tp));
   const MoeSpec& e = *m.moe;
   const int64_t shared = e.shared_ffn > 0 ? te_mlp_elements(m, e.shared_ffn / tp) : 0;
-  const int64_t routed = checked_mul(local_experts(e, ep), te_mlp_elements(m, e.expert_ffn / tp));
+  const int64_t routed = checked_mul(local_experts(e, ep), te_mlp_elements(m, e.expert_ffn / (etp > 0 ? etp : tp)));
   return checked_add(attn, checked_add(shared, routed));
 }
 
@@ -370,10 +370,10 @@ int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int6
 }
 
 int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep,
-                                        const MegatronOptions& o) {
+                                        const MegatronOptions& o, int64_t etp) {
   if (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise) {
     const int64_t per_element = o.fp8_gpu == Fp8Gpu::kHopper ? kTeFp8CopyBytesPerWeight : 1;
-    return checked_add(checked_mul(per_element, te_fp8_weight_elements(m, l, tp, ep)),
+    return checked_add(checked_mul(per_element, te_fp8_weight_elements(m, l, tp, ep, etp)),
                        checked_mul(kTeFp8ScaleInvBytes, te_fp8_weight_copies(m, l, ep)));
   }
   if (l.moe || m.mla) return 0;  // mxfp8 / blockwise refused there (check_megatron_workload)

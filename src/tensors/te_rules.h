@@ -96,7 +96,9 @@ bool te_fp8_weight_cache_on(const Workload& workload, int zero_stage);
 /// expert, TE GroupedLinear's weight{i} of fc1 (2)·fe/t·h and fc2 h·fe/t: GroupedLinear.forward
 /// caches each one in _fp8_workspaces["weight{i}"] (grouped_linear.py l.2259-2310, quantize_weight
 /// per GEMM l.836-848); the router's weight is not a TE module's (RouterGatingLinearFunction).
-int64_t te_fp8_weight_elements(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep = 1);
+/// `etp`: the routed experts' TP degree (0: tp).
+int64_t te_fp8_weight_elements(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep = 1,
+                               int64_t etp = 0);
 /// TE fp8 weight copies of one layer (each with its own fp32 scale_inv): qkv + proj (or MLA's five,
 /// four without q LoRA), fc1 + fc2, or for a MoE layer the shared experts' 2 and 2 per local expert.
 int64_t te_fp8_weight_copies(const ModelSpec& model, const LayerSpec& layer, int64_t ep = 1);
@@ -172,7 +174,7 @@ int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int6
 /// te_fp8_weight_copy_bytes over the four linears (qkv, proj, fc1, fc2) of a dense standard-attention
 /// layer (MoE and MLA are refused with those recipes: check_megatron_workload).
 int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep,
-                                        const MegatronOptions& options);
+                                        const MegatronOptions& options, int64_t etp = 0);
 /// --disable-parameter-transpose-cache (per-tensor recipes): Megatron passes is_first_microbatch
 /// None (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958),
 /// so every forward quantizes the weight anew with rowwise and columnwise usage (l.466-490) and

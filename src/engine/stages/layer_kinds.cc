@@ -34,15 +34,19 @@ void bind_moe(const Prepared& p, const Layout& l, Binding& b) {
   auto set = [&](Sym s, int64_t v) { b.values[static_cast<std::size_t>(s)] = v; };
   const int64_t seq_local = l.seq_len / par.cp;
   const MoeSpec& e = *m.moe;
-  set(Sym::kExpertFfn, e.expert_ffn / t);
+  const int64_t etp = par.expert_tp();
+  set(Sym::kExpertFfn, e.expert_ffn / etp);
   set(Sym::kSharedFfn, e.shared_ffn / t);
   // Rows each GPU's experts process: k·s·b with balanced routing (dropless), or the padded
   // capacity E·⌈cf·k·s·b/E⌉ with a capacity factor. Not divided by ep: expert parallelism is
-  // carved out of data parallelism, so each of the ep ranks brings its own micro-batch and the
-  // all-to-all (or all-gather) dispatcher sends each rank's E/ep experts their rows from all ep
-  // ranks: ep·k·s·b rows over ep ranks (Megatron-core token_dispatcher.py, torchtitan
-  // expert_parallel.py, DeepSpeed-MoE alike).
-  const int64_t token_rows = checked_mul(checked_mul(e.experts_per_token, seq_local), l.micro_batch);
+  // carved out of the data- and context-parallel ranks, so each of the ep ranks brings its own
+  // tokens and the all-to-all (or all-gather) dispatcher sends each rank's E/ep experts their rows
+  // from all ep ranks: ep·k·s·b rows over ep ranks (Megatron-core token_dispatcher.py, torchtitan
+  // expert_parallel.py, DeepSpeed-MoE alike). Under TP each rank brings its s/tp sequence-parallel
+  // shard and the expert-TP group gathers etp of them (the dispatcher's all-gather over the expert
+  // TP group): k·s·b·etp/tp rows, k·s·b when the experts take the layers' TP (etp = tp).
+  const int64_t all_rows = checked_mul(checked_mul(e.experts_per_token, seq_local), l.micro_batch);
+  const int64_t token_rows = etp == t ? all_rows : all_rows / t * etp;
   if (e.capacity_factor > 0.0) {
     const auto cap = static_cast<int64_t>(
         std::ceil(e.capacity_factor * static_cast<double>(token_rows) / static_cast<double>(e.num_experts)));

@@ -76,8 +76,8 @@ void account_layer_params(Account& a) {
   a.largest_layer = 0;
   for (std::size_t k = 0; k < num_kinds; ++k) {
     const LayerParams& lp = a.p.kind_params[k];
-    s.kind_per_rank[k] = lp.per_rank(par.tp, par.ep);
-    s.kind_expert[k] = ceil_div(ceil_div(lp.routed_experts, par.ep), par.tp);
+    s.kind_expert[k] = lp.experts_per_rank(par.ep, par.expert_tp());
+    s.kind_per_rank[k] = lp.per_rank(par.tp, par.ep) - lp.experts_per_rank(par.ep, par.tp) + s.kind_expert[k];
     a.largest_layer = std::max(a.largest_layer, s.kind_per_rank[k]);
   }
   // TE's cached fp8 weight copies (te_rules.h): weight elements of one layer of each kind per TP rank.
@@ -89,9 +89,9 @@ void account_layer_params(Account& a) {
   s.kind_fp8_copies.resize(num_kinds);
   s.kind_fp8_bytes.resize(num_kinds);
   for (std::size_t k = 0; k < num_kinds; ++k) {
-    s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp, par.ep);
+    s.kind_fp8_elements[k] = te_fp8_weight_elements(m, g.kinds[k].spec, par.tp, par.ep, par.etp);
     s.kind_fp8_copies[k] = te_fp8_weight_copies(m, g.kinds[k].spec, par.ep);
-    s.kind_fp8_bytes[k] = te_fp8_weight_cache_layer_bytes(m, g.kinds[k].spec, par.tp, par.ep, a.w.megatron);
+    s.kind_fp8_bytes[k] = te_fp8_weight_cache_layer_bytes(m, g.kinds[k].spec, par.tp, par.ep, a.w.megatron, par.etp);
   }
 }
 
