@@ -139,6 +139,46 @@ Expected<void> read_virtual_stages(const Reader& in, int64_t pp, Set& set) {
         fmt::format("{} layers / (pp {} x {}) from {}", layers, pp, per_stage,
                     in.where("num-layers-per-virtual-pipeline-stage")));
   }
+  if (in.has("num-virtual-stages-per-pipeline-rank")) {
+    ACTMEM_TRY(v, in.count("num-virtual-stages-per-pipeline-rank"));
+    set("vpp", v, in.where("num-virtual-stages-per-pipeline-rank"));
+  }
+  return {};
+}
+
+/// Megatron's own uneven splits. --account-for-embedding/loss-in-pipeline-split count the embedding
+/// (loss) as a layer: n = (L + 1 [+ 1]) / pp layers per stage, the first (last) stage's first (last)
+/// virtual stage building one fewer (transformer_block.py get_num_layers_to_build l.147-203 at
+/// d98e8a64). Without interleaving that is first (last) stage layers n − 1; with it, and with a
+/// --pipeline-model-parallel-layout string, a per-chunk split actmem does not build: refused by name.
+template <typename Set>
+Expected<void> read_split_accounting(const Reader& in, int64_t pp, Set& set) {
+  if (in.has("pipeline-model-parallel-layout"))
+    return Error{ErrorKind::kConfig, "pipeline_model_parallel_layout",
+                 fmt::format("{}: a custom pipeline layout (layers per virtual stage) is not modelled; give an "
+                             "uneven split as --first-stage-layers / --last-stage-layers (without interleaving)",
+                             in.where("pipeline-model-parallel-layout"))};
+  const bool embedding = in.has("account-for-embedding-in-pipeline-split");
+  const bool loss = in.has("account-for-loss-in-pipeline-split");
+  if (!embedding && !loss) return {};
+  const char* flag = embedding ? "account-for-embedding-in-pipeline-split" : "account-for-loss-in-pipeline-split";
+  ACTMEM_TRY(layers, in.count("num-layers"));
+  const int64_t counted = layers + (embedding ? 1 : 0) + (loss ? 1 : 0);
+  if (pp < 1 || counted % pp != 0)
+    return Error{ErrorKind::kConfig, "pp", fmt::format("{}: {} layers with the embedding/loss counted do not split "
+                                                       "over pp {} (Megatron asserts the same)",
+                                                       in.where(flag), counted, pp)};
+  if (in.has("num-layers-per-virtual-pipeline-stage") || in.has("num-virtual-stages-per-pipeline-rank"))
+    return Error{ErrorKind::kConfig, "vpp",
+                 fmt::format("{} with the interleaved schedule: the first (last) model chunk holds one layer fewer "
+                             "than the others, a per-chunk split that is not modelled; drop the virtual stages or the "
+                             "flag",
+                             in.where(flag))};
+  const int64_t per_stage = counted / pp;
+  if (embedding) set("first_stage_layers", per_stage - 1, fmt::format("{} layers / pp {} − 1 from {}", counted, pp,
+                                                                       in.where("account-for-embedding-in-pipeline-split")));
+  if (loss) set("last_stage_layers", per_stage - 1, fmt::format("{} layers / pp {} − 1 from {}", counted, pp,
+                                                                 in.where("account-for-loss-in-pipeline-split")));
   return {};
 }
 
@@ -172,6 +212,8 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
   }
 
   if (auto vpp = read_virtual_stages(in, pp, set); !vpp) return vpp.error();
+  if (pp > 1)
+    if (auto split = read_split_accounting(in, pp, set); !split) return split.error();
 
   // Data parallelism: the launcher's GPUs over tp·pp·cp (Megatron's world size rule).
   std::optional<int64_t> dp;

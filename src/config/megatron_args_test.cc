@@ -342,6 +342,45 @@ TEST(MegatronArgs, ExpertTensorParallelFolding) {
   EXPECT_EQ(r.estimate.static_memory.stage.expert, 12 * 2 * expert);
 }
 
+// --account-for-embedding/loss-in-pipeline-split (transformer_block.py get_num_layers_to_build at
+// d98e8a64): 6 layers + embedding + loss over pp 4 is 2 per stage, the first and last stage building
+// one fewer: 1 + 2 + 2 + 1. With interleaving (Megatron-LM's CI case ..._pp4_vp2_account_for_embedding_
+// loss_in_pipeline_split) only the first and last chunk lose a layer: refused by name. A
+// --pipeline-model-parallel-layout string is refused by name too.
+TEST(MegatronArgs, SplitWithTheEmbeddingAndLossCounted) {
+  const std::string base =
+      "torchrun --nproc_per_node 4 pretrain_gpt.py --num-layers 6 --hidden-size 512 --num-attention-heads 8 "
+      "--seq-length 1024 --max-position-embeddings 1024 --vocab-size 50257 --pipeline-model-parallel-size 4 "
+      "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split";
+  auto c = read_megatron_args(base + "\n", "ci.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.layout.parallel.first_stage_layers, 1);
+  EXPECT_EQ(s.layout.parallel.last_stage_layers, 1);
+  EXPECT_EQ(find(*c, "first_stage_layers")->source, "8 layers / pp 4 − 1 from --account-for-embedding-in-pipeline-split (ci.sh:1)");
+  const Report r = report_of(*c->model, s);
+  EXPECT_EQ(r.stages.size(), 4u);
+  auto vp = read_megatron_args(base + " --num-virtual-stages-per-pipeline-rank 2\n", "ci.sh");
+  ASSERT_FALSE(vp);
+  EXPECT_NE(vp.error().message.find("--account-for-embedding-in-pipeline-split (ci.sh:1) with the interleaved schedule"),
+            std::string::npos);
+  auto layout = read_megatron_args(
+      "pretrain_gpt.py --num-layers 15 --hidden-size 512 --num-attention-heads 8 --vocab-size 50257 "
+      "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et*3|(tt|)*6mL'\n",
+      "ci.sh");
+  ASSERT_FALSE(layout);
+  EXPECT_NE(layout.error().message.find("a custom pipeline layout (layers per virtual stage) is not modelled"),
+            std::string::npos);
+  // --num-virtual-stages-per-pipeline-rank N is the interleaved schedule's vpp N.
+  auto v = read_megatron_args(
+      "pretrain_gpt.py --num-layers 8 --hidden-size 512 --num-attention-heads 8 --vocab-size 50257 "
+      "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2\n",
+      "ci.sh");
+  ASSERT_TRUE(v) << v.error().message;
+  EXPECT_EQ(std::get<int64_t>(find(*v, "vpp")->value), 2);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);
