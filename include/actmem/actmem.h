@@ -124,8 +124,9 @@ struct StageTotals {
   // Held after the step and not at its peak, so not in total: Megatron's received pipeline inputs
   // with their gradients (policies/pipeline_inputs.h).
   int64_t pipeline_inputs_kept = 0;
+  int64_t grad_copies_kept = 0;  // and the fp32 copies of 16-bit gradients (policies/grad_copies.h)
   int64_t static_bytes() const { return weights + gradients + optimizer + fp8_weight_cache + workspaces; }
-  int64_t after_step() const { return static_bytes() + pipeline_inputs_kept; }
+  int64_t after_step() const { return static_bytes() + pipeline_inputs_kept + grad_copies_kept; }
 };
 
 /// A layout's full report: every term with its formula and values, the saved tensors, the notes.

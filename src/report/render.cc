@@ -177,7 +177,8 @@ nlohmann::json stages_json(const Report& r) {
     arr.push_back({{"stage", i}, {"weights_bytes", st.weights}, {"gradients_bytes", st.gradients},
                    {"optimizer_bytes", st.optimizer}, {"fp8_weight_cache_bytes", st.fp8_weight_cache},
                    {"workspaces_bytes", st.workspaces}, {"static_bytes", st.static_bytes()},
-                   {"pipeline_inputs_bytes", st.pipeline_inputs_kept}, {"after_step_bytes", st.after_step()},
+                   {"pipeline_inputs_bytes", st.pipeline_inputs_kept}, {"grad_copies_bytes", st.grad_copies_kept},
+                   {"after_step_bytes", st.after_step()},
                    {"activations_bytes", st.activations}, {"transient_bytes", st.transient}, {"total_bytes", st.total}});
   }
   return arr;

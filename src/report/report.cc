@@ -16,7 +16,7 @@
 #include "report/cpu_offload_report.h"  // --cpu-offloading-num-layers: the GPU part, the PCIe traffic
 #include "report/fp8_report.h"  // fp8 weight cache of the block-scaled recipes and Blackwell
 #include "report/workspaces_report.h"  // the cuBLAS workspaces term (policies/workspaces.h)
-#include "report/pipeline_inputs_report.h"  // what the last pipeline stage keeps after the step
+#include "report/after_step_report.h"  // what the last pipeline stage keeps after the step
 #include "report/transients_report.h"  // the transients of the step, the largest in the peak
 #include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/mcore_router.h"  // the Megatron router note
@@ -535,6 +535,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
     if (rec.fsdp2.present()) add_fsdp2_terms(rec.fsdp2, par.dp, e);
     add_peak_transient(e);
     add_pipeline_inputs_note(p, o, e);
+    add_grad_copies_note(p, rec, e);
   }
   e.memory.add(reserve_term(o.reserve));
   if (p.param_only)

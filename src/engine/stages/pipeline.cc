@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "policies/grad_copies.h"
 #include "policies/pipeline_inputs.h"
 
 namespace actmem::detail {
@@ -219,7 +220,10 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   if (a.rec)
     a.rec->stages.push_back({st.bytes.weights.count(), st.bytes.gradients.count(), st.bytes.optimizer.count(),
                              on_gpu.count(), transient.count(), stage_peak.count(), st.fp8_cache.count(),
-                             workspaces.count(), pipeline_inputs_kept(a.w, a.l, a.p.model.hidden, rank).total()});
+                             workspaces.count(), pipeline_inputs_kept(a.w, a.l, a.p.model.hidden, rank).total(),
+                             stage_static_bytes(st.params, {.optimizer = 1.0 * grad_copy_bytes_after_step(a.w)},
+                                                a.l.zero_stage, a.l.offload_optimizer, a.par)
+                                 .optimizer.count()});
   if (stage_peak <= walk.best_peak) return;
   walk.best_peak = stage_peak;
   t.peak_stage = rank;
