@@ -262,7 +262,8 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
 /// Recomputation, precision, the distributed optimizer, the attention backend, dropout.
 /// The layer spec (--transformer-impl; Megatron-LM's default is transformer_engine, actmem's local:
 /// read only when given, or implied by --fp8-format, which needs TE) and its core attention
-/// (--attention-backend: unfused and local are eager, the others flash). Under the TE spec unfused is
+/// (--attention-backend: unfused and local are eager, the others flash; the local spec is always
+/// eager: its DotProductAttention takes no backend). Under the TE spec unfused is
 /// TE's UnfusedDotProductAttention (language_module.py l.141-144 @d98e8a64, NVTE_UNFUSED_ATTN=1).
 Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
   auto set = [&cfg](std::string option, OptionValue value, std::string source) {
@@ -275,7 +276,11 @@ Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
   } else if (in.has("fp8-format")) {
     impl = "transformer_engine";
   }
-  if (in.has("attention-backend")) {
+  if (impl == "local") {  // LocalSpecProvider.core_attention is DotProductAttention, whatever the backend
+    set("attention", std::string("eager"),
+        in.where("transformer-impl") + ": the local spec's core attention is Megatron's DotProductAttention "
+                                       "(models/backends.py LocalSpecProvider), unfused");
+  } else if (in.has("attention-backend")) {
     ACTMEM_TRY(b, in.text("attention-backend"));
     if (b == "local" && impl == "transformer_engine")  // arguments.py l.436-437 @d98e8a64
       return Error{ErrorKind::kConfig, "",

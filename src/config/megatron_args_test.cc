@@ -408,6 +408,18 @@ TEST(MegatronArgs, Fp16GradientCopiesAfterTheStep) {
   EXPECT_EQ(last_stage(line.substr(0, line.size() - 6) + " --bf16").grad_copies_kept, 0);
 }
 
+// Megatron's local spec has one core attention, DotProductAttention (models/backends.py
+// LocalSpecProvider.core_attention), whatever --attention-backend says: eager. Megatron-LM's CI local
+// records (gpt3_mcore_tp1_pp2, ...) run it; read as flash their peaks were 21-36% low.
+TEST(MegatronArgs, LocalSpecAttentionIsDotProductAttention) {
+  auto c = read_megatron_args("pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 "
+                              "--vocab-size 1000 --transformer-impl local --attention-backend flash\n",
+                              "x.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(std::get<std::string>(find(*c, "attention")->value), "eager");
+  EXPECT_NE(find(*c, "attention")->source.find("DotProductAttention"), std::string::npos);
+}
+
 TEST(MegatronArgs, UnknownArgumentsAreErrors) {
   auto c = read_megatron_args("--num-layers 2 --hiden-size 64", "x.sh");
   ASSERT_FALSE(c);

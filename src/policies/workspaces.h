@@ -33,10 +33,24 @@ struct Workspaces {
   int64_t pytorch_each = 0;  // one PyTorch workspace
   int64_t pytorch_count = 0; // how many: 2 (forward thread, autograd's backward thread)
   int64_t te = 0;            // TE's (TE spec only)
-  int64_t total() const { return pytorch_each * pytorch_count + te; }
+  int64_t global_buffer = 0; // Megatron's GlobalMemoryBuffer, per layout (megatron_global_buffer)
+  int64_t global_buffer_elements = 0;
+  bool global_buffer_attention = false;  // its largest request: the local attention scores (else SP's gather)
+  int64_t total() const { return pytorch_each * pytorch_count + te + global_buffer; }
 };
 
 /// The job's workspaces (framework megatron; zero for the others, which are not yet checked on a GPU).
 Expected<Workspaces> training_workspaces(const Workload& workload);
+
+/// `ws` with Megatron-core's GlobalMemoryBuffer of the layout. The buffer (parallel_state.py
+/// get_global_memory_buffer; utils.py GlobalMemoryBuffer.get_tensor) keeps one tensor per (name,
+/// dtype), grown to the largest request and never freed: the local spec's DotProductAttention takes
+/// its [b·a/tp, s, s] baddbmm input from it ("mpu", dot_product_attention.py l.188-191 at d98e8a64),
+/// and every sequence-parallel ColumnParallelLinear (the output layer under either spec) its
+/// all-gathered [s/cp, b, h] input (tensor_parallel/layers.py l.623-629, 667-673); both in the
+/// activation dtype. Held all job long, so in the peak and after the step. Framework megatron only.
+/// Example: local spec, eager, s 1024, b 4, 8 heads, tp 1: 4 · 8 · 1024 · 1024 · 2 B = 64 MiB.
+Workspaces megatron_global_buffer(Workspaces ws, const Workload& workload, int64_t heads, int64_t hidden,
+                                  const Layout& layout);
 
 }  // namespace actmem

@@ -529,7 +529,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
   if (t.fp8_weight_cache > 0) e.memory.add(fp8_weight_cache_term(p, o, t, rec));
-  if (t.workspaces > 0) e.memory.add(workspaces_term(p.workspaces, p.workload));
+  if (t.workspaces > 0) e.memory.add(layout_workspaces_term(p, o));
   if (!p.param_only) {
     e.memory.add(activations_term(p, o, t, rec, e.notes));
     if (rec.fsdp2.present()) add_fsdp2_terms(rec.fsdp2, par.dp, e);

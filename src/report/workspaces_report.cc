@@ -1,5 +1,8 @@
 #include "report/workspaces_report.h"
 
+#include <algorithm>
+#include <string>
+
 #include <fmt/format.h>
 
 namespace actmem::detail {
@@ -7,10 +10,13 @@ namespace actmem::detail {
 Term workspaces_term(const Workspaces& ws, const Workload& w) {
   std::vector<std::vector<Factor>> products{{{"threads", ws.pytorch_count}, {"W_torch", ws.pytorch_each}}};
   if (ws.te > 0) products.push_back({{"W_TE", ws.te}});
-  Term t = sum_term("cublas_workspaces",
-                    ws.te > 0 ? "cuBLAS workspaces (PyTorch's per thread, TransformerEngine's)"
-                              : "cuBLAS workspaces (PyTorch's, per thread)",
-                    products);
+  if (ws.global_buffer > 0)
+    products.push_back({{ws.global_buffer_attention ? "b·a/t·s·s" : "s·b·h", ws.global_buffer_elements},
+                        {"e", ws.global_buffer / std::max<int64_t>(ws.global_buffer_elements, 1)}});
+  std::string label = ws.te > 0 ? "cuBLAS workspaces (PyTorch's per thread, TransformerEngine's)"
+                                : "cuBLAS workspaces (PyTorch's, per thread)";
+  if (ws.global_buffer > 0) label += " and Megatron's global memory buffer";
+  Term t = sum_term("cublas_workspaces", label, products);
   const std::string& config = w.megatron.cublas_workspace_config;
   const std::string gpu(kFp8GpuNames.name(w.megatron.fp8_gpu));
   t.note = fmt::format(
@@ -25,7 +31,18 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
                               "get_cublas_workspace_size_bytes; fp8_gpu, --fp8-gpu, names the generation)",
                               gpu, w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? "4 MiB" : "32 MiB + 1 KiB")
                 : "");
+  if (ws.global_buffer > 0)
+    t.note += fmt::format("; Megatron's GlobalMemoryBuffer (parallel_state.get_global_memory_buffer) keeps its "
+                          "largest request all job long: {} (dot_product_attention.py l.188-191; "
+                          "tensor_parallel/layers.py l.623-629)",
+                          ws.global_buffer_attention ? "the local spec's [b·a/t, s, s] baddbmm input of the attention scores"
+                                                     : "the sequence-parallel linears' all-gathered [s, b, h] input");
   return t;
+}
+
+Term layout_workspaces_term(const Prepared& p, const Layout& o) {
+  return workspaces_term(megatron_global_buffer(p.workspaces, p.workload, p.model.num_heads, p.model.hidden, o),
+                         p.workload);
 }
 
 }  // namespace actmem::detail

@@ -1,6 +1,8 @@
-// The cuBLAS workspaces term (Totals::workspaces; policies/workspaces.h has the rules and sources).
+// The workspaces term (Totals::workspaces: cuBLAS's, TE's and Megatron's global memory buffer;
+// policies/workspaces.h has the rules and sources).
 #pragma once
 
+#include "engine/engine.h"
 #include "policies/options.h"
 #include "policies/workspaces.h"
 #include "report/breakdown.h"
@@ -8,6 +10,10 @@
 namespace actmem::detail {
 
 /// Term `cublas_workspaces`: "2·W_torch + W_TE" with the values, and where each comes from.
+/// With Megatron's global memory buffer, "+ elements·e" and its source.
 Term workspaces_term(const Workspaces& ws, const Workload& workload);
+
+/// workspaces_term of the prepared job's workspaces with the layout's global memory buffer.
+Term layout_workspaces_term(const Prepared& p, const Layout& layout);
 
 }  // namespace actmem::detail

@@ -194,6 +194,7 @@ struct Walk {
   Bytes worst{-1};      // the most activations in flight on a rank
   Bytes best_peak{-1};  // the peak stage's bytes
   double busiest_work = 0;
+  Bytes workspaces{0};  // held all job long on every rank: cuBLAS's, TE's, Megatron's global buffer
 };
 
 /// One rank: its activations in flight, static bytes and transient; the peak stage sets the totals.
@@ -215,7 +216,7 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   walk.busiest_work = std::max(walk.busiest_work, work);
   const Bytes transient = largest_transient(a, last);
   const Bytes on_gpu = activations_on_gpu(a, in_flight);
-  const Bytes workspaces{a.p.workspaces.total()};
+  const Bytes workspaces = walk.workspaces;
   const Bytes stage_peak = st.bytes.total() + st.fp8_cache + workspaces + on_gpu + transient;
   if (a.rec)
     a.rec->stages.push_back({st.bytes.weights.count(), st.bytes.gradients.count(), st.bytes.optimizer.count(),
@@ -266,6 +267,7 @@ void account_pipeline(Account& a) {
   // table); engine_test checks both give the same totals.
   const bool skip_middle = !a.rec && par.pp > 3 && middle_ranks_alike(a.p, a.b.split);
   Walk walk;
+  walk.workspaces = Bytes{megatron_global_buffer(a.p.workspaces, a.w, a.p.model.num_heads, a.p.model.hidden, a.l).total()};
   for (int64_t rank = 0; rank < par.pp; ++rank) {
     if (skip_middle && rank == 2) rank = par.pp - 1;
     account_rank(a, rank, walk);
