@@ -175,6 +175,10 @@ Expected<void> read_split_accounting(const Reader& in, int64_t pp, Set& set) {
                              "flag",
                              in.where(flag))};
   const int64_t per_stage = counted / pp;
+  if (per_stage < 2)  // a first (last) stage of the embedding (loss) alone: no layer to give the split
+    return Error{ErrorKind::kConfig, "pp", fmt::format("{}: {} layers with the embedding/loss counted leave a stage "
+                                                       "without transformer layers over pp {}, which is not modelled",
+                                                       in.where(flag), counted, pp)};
   if (embedding) set("first_stage_layers", per_stage - 1, fmt::format("{} layers / pp {} − 1 from {}", counted, pp,
                                                                        in.where("account-for-embedding-in-pipeline-split")));
   if (loss) set("last_stage_layers", per_stage - 1, fmt::format("{} layers / pp {} − 1 from {}", counted, pp,
