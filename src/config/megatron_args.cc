@@ -310,8 +310,28 @@ Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
   auto set = [&cfg](std::string option, OptionValue value, std::string source) {
     cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
   };
-  if (in.has("use-distributed-optimizer"))
+  // Megatron-FSDP (--use-megatron-fsdp, --use-custom-fsdp before 2025-08): its
+  // --data-parallel-sharding-strategy (default optim_grads_params, arguments.py l.3190) shards the
+  // optimizer state, then the gradients, then the parameters over dp·cp: ZeRO 1, 2, 3.
+  const char* fsdp = in.has("use-megatron-fsdp") ? "use-megatron-fsdp" : in.has("use-custom-fsdp") ? "use-custom-fsdp" : nullptr;
+  if (fsdp) {
+    std::string strategy = "optim_grads_params", src = in.where(fsdp) + ": Megatron-FSDP's default sharding, "
+                                                                         "optim_grads_params";
+    if (in.has("data-parallel-sharding-strategy")) {
+      ACTMEM_TRY(st, in.text("data-parallel-sharding-strategy"));
+      strategy = st;
+      src = in.where("data-parallel-sharding-strategy") + " (Megatron-FSDP)";
+    }
+    const int64_t stage = strategy == "no_shard" ? 0 : strategy == "optim" ? 1 : strategy == "optim_grads" ? 2 : 3;
+    if (stage == 3 && strategy != "optim_grads_params")
+      return Error{ErrorKind::kConfig, "", fmt::format("{}: unknown sharding strategy; Megatron takes no_shard, optim, "
+                                                       "optim_grads or optim_grads_params",
+                                                       in.where("data-parallel-sharding-strategy"))};
+    set("zero", stage, src + ": optimizer state" + (stage >= 2 ? ", gradients" : "") + (stage >= 3 ? ", parameters" : "") +
+                           (stage > 0 ? " sharded over dp" : " not sharded"));
+  } else if (in.has("use-distributed-optimizer")) {
     set("zero", int64_t{1}, in.where("use-distributed-optimizer") + ": optimizer state and fp32 master sharded over dp");
+  }
   if (in.has("num-distributed-optimizer-instances")) {  // parallel_state.py l.924-929: dp·cp / N per instance
     ACTMEM_TRY(n, in.count("num-distributed-optimizer-instances"));
     set("distributed_optimizer_instances", n, in.where("num-distributed-optimizer-instances"));
