@@ -57,7 +57,7 @@ Expected<MegatronTheoreticalMemory> megatron_theoretical_memory(const ModelSpec&
   const double tp_sharded_block = (attention + dense_mlp) * dense_layers + (attention + shared_expert) * moe_layers;
   const double replicated_block = layernorms * dense_layers + (layernorms + router + shared_gate) * moe_layers + final_norm;
   const double expert_block = routed_experts * moe_layers;
-  const double etp = tp;  // --expert-tensor-parallel-size defaults to the TP size (arguments.py)
+  const double etp = static_cast<double>(p.expert_tp());  // --expert-tensor-parallel-size, default the TP size
   const double ep = static_cast<double>(p.ep);
   double tp_sharded = (tp_sharded_block / pp + embedding) / tp;
   const double replicated = replicated_block / pp;

@@ -69,7 +69,7 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
         for (int64_t vpp = 1; vpp <= (pp > 1 ? r.max_vpp : 1); ++vpp) {
           if (!pinned_or(r.vpp, vpp)) continue;
           for (const auto& [first, last] : stage_splits(num_layers, pp, vpp))
-          for (int64_t ep : divisors(dp, r.max_ep)) {
+          for (int64_t ep : divisors(dp * cp, r.max_ep)) {  // carved out of the dp·cp ranks (layout_checks.h)
             if (!pinned_or(r.ep, ep) || experts % ep != 0) continue;
             for (int64_t b : divisors(r.global_batch / dp, r.max_micro_batch)) {
               if (!pinned_or(r.micro_batch, b)) continue;
@@ -79,7 +79,7 @@ void enumerate(const PreparedModel& model, const PlanRequest& r, Visit&& visit) 
               // "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"; Megatron's distributed
               // optimizer is ZeRO-1).
               // torchtitan shards with FSDP2 whatever the ZeRO stage says (fsdp2.h): one value, 3.
-              for (int zero = fsdp2 ? 3 : 0; zero <= (dp == 1 ? 0 : pp > 1 ? 1 : 3); ++zero) {
+              for (int zero = fsdp2 ? 3 : 0; zero <= (dp * cp == 1 ? 0 : pp > 1 ? 1 : 3); ++zero) {
                 if (r.zero && *r.zero != zero) continue;
                 for (Recompute rc : recomputes) {
                   if (r.recompute && *r.recompute != rc) continue;
@@ -387,7 +387,7 @@ std::vector<Change> what_to_change(const PreparedModel& model, const Layout& bas
     l.checkpoint_every = 0;
     moves.emplace_back(fmt::format("--recompute full --recompute-layers {}", n), l);
   }
-  for (int z = base.zero_stage + 1; z <= 3 && p.dp > 1; ++z) {
+  for (int z = base.zero_stage + 1; z <= 3 && p.dp * p.cp > 1; ++z) {
     Layout l = base;
     l.zero_stage = z;
     moves.emplace_back(fmt::format("--zero {}", z), l);

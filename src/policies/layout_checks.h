@@ -96,7 +96,7 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       {"ep", p.ep, 1, limits::kMaxEp},
       {"etp", p.etp, 0, limits::kMaxTp},
       {"num_micro_batches", p.num_micro_batches, 0, limits::kMaxMicroBatches},
-      {"microbatch_group", p.microbatch_group, 0, limits::kMaxMicroBatches},
+      {"microbatch_group", p.microbatch_group, 0, limits::kMaxMicroBatchGroup},
       {"first_stage_layers", p.first_stage_layers, 0, limits::kMaxLayers},
       {"last_stage_layers", p.last_stage_layers, 0, limits::kMaxLayers},
       {"zero_stage", l.zero_stage, 0, 3},
@@ -192,6 +192,12 @@ bool check_experts(const ModelSpec& model, const ParallelLayout& layout, Reporte
                            suggestions(model.moe->num_experts, [&](int64_t e) { return model.moe->num_experts % e == 0; }));
       });
   }
+  if (layout.etp > 0 && layout.etp != layout.tp && model.is_moe() && !layout.sp)
+    return r.fail(ErrorKind::kIncompatible, "etp", [&] {
+      return fmt::format("@etp {} below @tp {} needs @sp: the experts take each rank's sequence-parallel shard "
+                         "(Megatron asserts sequence parallelism for MoE with tensor parallelism)",
+                         layout.etp, layout.tp);
+    });
   if (layout.etp > 0 && model.is_moe() && (layout.tp % layout.etp != 0 || model.moe->expert_ffn % layout.etp != 0))
     return r.fail(ErrorKind::kIncompatible, "etp", [&] {
       return fmt::format("@etp {}: modelled when it divides @tp ({}) and the expert FFN ({}); use one of {}", layout.etp,
@@ -341,13 +347,15 @@ bool check_recompute(const ModelSpec& model, const Workload& w, const Layout& o,
   return true;
 }
 
-/// Static memory's own conditions: expert parallelism is carved out of data parallelism.
+/// Static memory's own conditions: the optimizer instances split the dp·cp shard group; the experts'
+/// grid fits in tp × cp × dp.
 template <typename Reporter>
 bool check_static(const ParallelLayout& par, Reporter& r) {
-  if (par.optimizer_instances > 1 && par.dp % par.optimizer_instances != 0)
+  if (par.optimizer_instances > 1 && (par.dp * par.cp) % par.optimizer_instances != 0)
     return r.fail(ErrorKind::kIncompatible, "distributed_optimizer_instances", [&] {
-      return fmt::format("@distributed_optimizer_instances {} must divide @dp {}: each instance shards over dp / N",
-                         par.optimizer_instances, par.dp);
+      return fmt::format("@distributed_optimizer_instances {} must divide dp·cp = {}: each instance shards over "
+                         "dp·cp / N (parallel_state.py l.924-929)",
+                         par.optimizer_instances, par.dp * par.cp);
     });
   if ((par.ep > 1 || par.etp > 0) && (par.tp * par.cp * par.dp) % (par.ep * par.expert_tp()) != 0)
     return r.fail(ErrorKind::kIncompatible, par.etp > 0 ? "etp" : "ep", [&] { return expert_grid_message(par); });

@@ -384,7 +384,7 @@ const std::array kSpecs{
         "megatron MoE: the routed experts' tensor-parallel size (--expert-tensor-parallel-size; 0: tp)", "1",
         {.frameworks = kMegatronOnly, .advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxTp)}),
     row("distributed_optimizer_instances", kParallel, count<LAYOUT(parallel.optimizer_instances)>(),
-        "megatron with @zero 1: the optimizer state sharded over dp / N (--num-distributed-optimizer-instances)", "2",
+        "megatron with @zero 1: the optimizer state sharded over dp·cp / N (--num-distributed-optimizer-instances)", "2",
         {.frameworks = kMegatronOnly, .advanced = true, .min = 1, .max = static_cast<double>(limits::kMaxDp)}),
     row("num_micro_batches", kParallel, count<LAYOUT(parallel.num_micro_batches)>(),
         "micro-batches per pipeline flush (0: as many as the schedule holds)", "8",
@@ -392,7 +392,7 @@ const std::array kSpecs{
     row("microbatch_group", kParallel, count<LAYOUT(parallel.microbatch_group)>(),
         "interleaved schedule: contiguous micro-batches per virtual stage (Megatron's "
         "--microbatch-group-size-per-virtual-pipeline-stage; 0: pp)",
-        "5", {.frameworks = kMegatronOnly, .advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxMicroBatches)}),
+        "5", {.frameworks = kMegatronOnly, .advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxMicroBatchGroup)}),
     row("first_stage_layers", kParallel, count<LAYOUT(parallel.first_stage_layers)>(),
         "uneven pipeline: layers on the first stage (Megatron's --decoder-first-pipeline-num-layers; 0: even)", "4",
         {.advanced = true, .min = 0, .max = static_cast<double>(limits::kMaxLayers)}),

@@ -171,6 +171,8 @@ constexpr int64_t kMaxVpp = int64_t{1} << 10;
 constexpr int64_t kMaxCp = int64_t{1} << 14;
 constexpr int64_t kMaxEp = int64_t{1} << 14;
 constexpr int64_t kMaxMicroBatches = int64_t{1} << 20;
+// The interleaved schedule's micro-batch group (Megatron uses pp or a little more): bounds its walk.
+constexpr int64_t kMaxMicroBatchGroup = int64_t{1} << 12;
 }  // namespace limits
 
 /// The checks that need no model: ranges of the numbers, dtypes training can keep, dropout in

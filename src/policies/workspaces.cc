@@ -47,14 +47,15 @@ Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu) {
 int64_t te_workspace_bytes(Fp8Gpu gpu) { return gpu == Fp8Gpu::kAmpere ? 4 * kMiB : 32 * kMiB + 1024; }
 
 Workspaces megatron_global_buffer(Workspaces ws, const Workload& w, int64_t heads, int64_t hidden,
-                                  const Layout& l) {
+                                  const Layout& l, bool output_layer) {
   if (w.framework != Framework::kMegatron) return ws;
   const ParallelLayout& p = l.parallel;
   const int64_t tp = std::max<int64_t>(p.tp, 1), cp = std::max<int64_t>(p.cp, 1);
   int64_t scores = 0, gathered = 0;
-  if (w.megatron.impl == TransformerImpl::kLocal && w.attention == AttentionImpl::kEager)
+  const bool local = w.megatron.impl == TransformerImpl::kLocal;
+  if (local && w.attention == AttentionImpl::kEager)
     scores = checked_mul(checked_mul(l.micro_batch, heads / tp), checked_mul(l.seq_len / cp, l.seq_len / cp));
-  if (p.sp && tp > 1) gathered = checked_mul(checked_mul(l.seq_len / cp, l.micro_batch), hidden);
+  if (p.sp && tp > 1 && (local || output_layer)) gathered = checked_mul(checked_mul(l.seq_len / cp, l.micro_batch), hidden);
   ws.global_buffer_elements = std::max(scores, gathered);
   ws.global_buffer_attention = scores >= gathered && scores > 0;
   ws.global_buffer = checked_mul(ws.global_buffer_elements, dtype_bits(w.dtype) / 8);

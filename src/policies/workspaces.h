@@ -49,8 +49,10 @@ Expected<Workspaces> training_workspaces(const Workload& workload);
 /// and every sequence-parallel ColumnParallelLinear (the output layer under either spec) its
 /// all-gathered [s/cp, b, h] input (tensor_parallel/layers.py l.623-629, 667-673); both in the
 /// activation dtype. Held all job long, so in the peak and after the step. Framework megatron only.
-/// Example: local spec, eager, s 1024, b 4, 8 heads, tp 1: 4 · 8 · 1024 · 1024 · 2 B = 64 MiB.
+/// Under the TE spec the output layer is the only such linear: `output_layer` says whether the rank
+/// holds it (the last pipeline stage). Example: local spec, eager, s 1024, b 4, 8 heads, tp 1:
+/// 4 · 8 · 1024 · 1024 · 2 B = 64 MiB.
 Workspaces megatron_global_buffer(Workspaces ws, const Workload& workload, int64_t heads, int64_t hidden,
-                                  const Layout& layout);
+                                  const Layout& layout, bool output_layer);
 
 }  // namespace actmem

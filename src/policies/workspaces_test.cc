@@ -42,21 +42,23 @@ TEST(Workspaces, PerFramework) {
 TEST(Workspaces, MegatronGlobalMemoryBuffer) {
   Workload w{.framework = Framework::kMegatron, .attention = AttentionImpl::kEager};
   Layout l{.seq_len = 1024, .micro_batch = 4, .parallel = {.tp = 4}};
-  const Workspaces ws = megatron_global_buffer(Workspaces{}, w, 8, 512, l);
+  const Workspaces ws = megatron_global_buffer(Workspaces{}, w, 8, 512, l, true);
   EXPECT_EQ(ws.global_buffer, 4 * (8 / 4) * 1024 * 1024 * 2);
   EXPECT_TRUE(ws.global_buffer_attention);
   EXPECT_EQ(ws.total(), ws.global_buffer);
   l.parallel.sp = true;  // the scores (8M elements) stay larger than the gathered input (2M)
-  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l).global_buffer, 16 * 1024 * 1024);
+  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 16 * 1024 * 1024);
   w.megatron.impl = TransformerImpl::kTransformerEngine;  // TE's attention allocates per call: SP's gather only
-  const Workspaces te = megatron_global_buffer(Workspaces{}, w, 8, 512, l);
+  const Workspaces te = megatron_global_buffer(Workspaces{}, w, 8, 512, l, true);
   EXPECT_EQ(te.global_buffer, 1024 * 4 * 512 * 2);
   EXPECT_FALSE(te.global_buffer_attention);
+  // Under the TE spec only the output layer is Megatron's ColumnParallelLinear: the last stage's.
+  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, false).global_buffer, 0);
   l.parallel.sp = false;
-  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l).global_buffer, 0);
+  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 0);
   w.framework = Framework::kHF;
   w.megatron.impl = TransformerImpl::kLocal;
-  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l).global_buffer, 0);
+  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 0);
 }
 
 }  // namespace

@@ -315,9 +315,10 @@ void parallel_notes(const Prepared& p, const Layout& o, std::vector<std::string>
                     : model.moe->capacity_factor > 0
                         ? "MoE with a capacity factor: expert rows are the padded capacity E·⌈cf·k·s·b/E⌉ per GPU"
                         : "MoE dropless with balanced routing assumed: each GPU's experts see k·s·b token rows "
-                          "(with ep > 1, its E/ep experts get their share of the ep ranks' micro-batches: EP is "
-                          "carved out of data parallelism)");
-    if (par.tp > 1) notes.push_back("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank");
+                          "(with ep > 1, its E/ep experts get their share of the ep ranks' tokens: EP is carved "
+                          "out of the data- and context-parallel ranks, with etp < tp of tensor-parallel ones too)");
+    if (par.tp > 1) notes.push_back(par.expert_tp() == par.tp ? std::string("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank")
+                                                               : fmt::format("MoE experts use their own TP (etp {}) on their FFN; each rank's experts see k·s·b·etp/tp rows (the sequence-parallel shards of etp ranks)", par.expert_tp()));
     if (w.framework == Framework::kMegatron) {
       const detail::McoreRouter router = detail::resolve_mcore_router(*model.moe, w.megatron.router, w.dtype);
       const bool plain = !router.sigmoid && !router.expert_bias && router.groups == 0 && router.scaling == 0 &&
@@ -415,7 +416,7 @@ void describe_static_memory(const Prepared& p, const Layout& o, const Totals& t,
   if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
     const FinetuneStatic& fs = rec.finetune;
     e.static_memory.breakdown.terms =
-        describe_finetune_static(fs, p.workload, o.zero_stage, par.dp, o.offload_optimizer, e.static_memory.weights,
+        describe_finetune_static(fs, p.workload, o.zero_stage, par.dp * par.cp, o.offload_optimizer, e.static_memory.weights,
                                  e.static_memory.gradients, e.static_memory.optimizer);
     for (auto& note : finetune_notes(fs, p.workload)) e.notes.push_back(std::move(note));
     if (!p.param_only)
@@ -529,7 +530,7 @@ TrainingEstimate describe(const Prepared& p, const Layout& o, const Totals& t, c
   }
   for (const auto& term : e.static_memory.breakdown.terms) e.memory.add(term);
   if (t.fp8_weight_cache > 0) e.memory.add(fp8_weight_cache_term(p, o, t, rec));
-  if (t.workspaces > 0) e.memory.add(layout_workspaces_term(p, o));
+  if (t.workspaces > 0) e.memory.add(layout_workspaces_term(p, o, t.peak_stage));
   if (!p.param_only) {
     e.memory.add(activations_term(p, o, t, rec, e.notes));
     if (rec.fsdp2.present()) add_fsdp2_terms(rec.fsdp2, par.dp, e);

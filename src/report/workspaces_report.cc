@@ -40,8 +40,9 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
   return t;
 }
 
-Term layout_workspaces_term(const Prepared& p, const Layout& o) {
-  return workspaces_term(megatron_global_buffer(p.workspaces, p.workload, p.model.num_heads, p.model.hidden, o),
+Term layout_workspaces_term(const Prepared& p, const Layout& o, int64_t stage) {
+  return workspaces_term(megatron_global_buffer(p.workspaces, p.workload, p.model.num_heads, p.model.hidden, o,
+                                                stage == o.parallel.pp - 1),
                          p.workload);
 }
 

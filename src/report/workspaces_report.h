@@ -13,7 +13,8 @@ namespace actmem::detail {
 /// With Megatron's global memory buffer, "+ elements·e" and its source.
 Term workspaces_term(const Workspaces& ws, const Workload& workload);
 
-/// workspaces_term of the prepared job's workspaces with the layout's global memory buffer.
-Term layout_workspaces_term(const Prepared& p, const Layout& layout);
+/// workspaces_term of the prepared job's workspaces with the layout's global memory buffer on pipeline
+/// stage `stage` (the last one holds the output layer).
+Term layout_workspaces_term(const Prepared& p, const Layout& layout, int64_t stage);
 
 }  // namespace actmem::detail

@@ -46,7 +46,7 @@ void bind_moe(const Prepared& p, const Layout& l, Binding& b) {
   // shard and the expert-TP group gathers etp of them (the dispatcher's all-gather over the expert
   // TP group): k·s·b·etp/tp rows, k·s·b when the experts take the layers' TP (etp = tp).
   const int64_t all_rows = checked_mul(checked_mul(e.experts_per_token, seq_local), l.micro_batch);
-  const int64_t token_rows = etp == t ? all_rows : all_rows / t * etp;
+  const int64_t token_rows = etp == t ? all_rows : checked_mul(all_rows, etp) / t;
   if (e.capacity_factor > 0.0) {
     const auto cap = static_cast<int64_t>(
         std::ceil(e.capacity_factor * static_cast<double>(token_rows) / static_cast<double>(e.num_experts)));

@@ -129,15 +129,21 @@ void in_flight_per_chunk_reference(const ParallelLayout& p, int64_t rank, const 
   const Interleaved sched(p, rank);
   Bytes best{-1};
   int64_t best_k = 0;
-  for (int64_t k = 0; k < sched.steps; ++k) {
-    sched.counts_at(k, step);
-    Bytes bytes{0};
-    for (int64_t j = 0; j < p.vpp; ++j) bytes += Bytes{chunk_bytes[j]} * step[j];
-    if (bytes > best) {
-      best = bytes;
-      best_k = k;
+  auto walk = [&](int64_t from, int64_t to) {
+    for (int64_t k = from; k < to; ++k) {
+      sched.counts_at(k, step);
+      Bytes bytes{0};
+      for (int64_t j = 0; j < p.vpp; ++j) bytes += Bytes{chunk_bytes[j]} * step[j];
+      if (bytes > best) {
+        best = bytes;
+        best_k = k;
+      }
     }
-  }
+  };
+  // While the newest forward is in a full group the counts repeat every round (periodic() schedules
+  // stop there); with a smaller last group, the steps whose forward reaches it follow: last·vpp of them.
+  walk(0, std::min(sched.steps, sched.round));
+  if (!sched.periodic()) walk(std::max(sched.round, sched.full - sched.warmup), sched.steps);
   sched.counts_at(best_k, counts);
 }
 
@@ -194,7 +200,9 @@ struct Walk {
   Bytes worst{-1};      // the most activations in flight on a rank
   Bytes best_peak{-1};  // the peak stage's bytes
   double busiest_work = 0;
-  Bytes workspaces{0};  // held all job long on every rank: cuBLAS's, TE's, Megatron's global buffer
+  // Held all job long: cuBLAS's, TE's, Megatron's global buffer (on the last stage also the output
+  // layer's sequence-parallel gather).
+  Bytes workspaces{0}, last_workspaces{0};
 };
 
 /// One rank: its activations in flight, static bytes and transient; the peak stage sets the totals.
@@ -216,7 +224,7 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
   walk.busiest_work = std::max(walk.busiest_work, work);
   const Bytes transient = largest_transient(a, last);
   const Bytes on_gpu = activations_on_gpu(a, in_flight);
-  const Bytes workspaces = walk.workspaces;
+  const Bytes workspaces = last ? walk.last_workspaces : walk.workspaces;
   const Bytes stage_peak = st.bytes.total() + st.fp8_cache + workspaces + on_gpu + transient;
   if (a.rec)
     a.rec->stages.push_back({st.bytes.weights.count(), st.bytes.gradients.count(), st.bytes.optimizer.count(),
@@ -267,7 +275,12 @@ void account_pipeline(Account& a) {
   // table); engine_test checks both give the same totals.
   const bool skip_middle = !a.rec && par.pp > 3 && middle_ranks_alike(a.p, a.b.split);
   Walk walk;
-  walk.workspaces = Bytes{megatron_global_buffer(a.p.workspaces, a.w, a.p.model.num_heads, a.p.model.hidden, a.l).total()};
+  auto held = [&](bool output_layer) {
+    return Bytes{
+        megatron_global_buffer(a.p.workspaces, a.w, a.p.model.num_heads, a.p.model.hidden, a.l, output_layer).total()};
+  };
+  walk.workspaces = held(false);
+  walk.last_workspaces = held(true);
   for (int64_t rank = 0; rank < par.pp; ++rank) {
     if (skip_middle && rank == 2) rank = par.pp - 1;
     account_rank(a, rank, walk);

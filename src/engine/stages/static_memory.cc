@@ -102,10 +102,11 @@ RankStatic rank_static(Account& a, int64_t rank, double* work) {
   out.params = stage_params_from_kinds(a, rank, work, l.recompute == Recompute::kFull ? &a.plan : nullptr);
   if (a.p.shape_static) {  // one stage (check_finetune): the whole model's tensors
     const FinetuneStatic fs = finetune_static(a.p.tensors, a.w, par.tp);
-    out.bytes = finetune_stage_static(fs, l.zero_stage, l.offload_optimizer, par.dp);
+    const int64_t shard = par.dp * par.cp;  // context-parallel ranks share the shard, as in stage_static_bytes
+    out.bytes = finetune_stage_static(fs, l.zero_stage, l.offload_optimizer, shard);
     out.params.dense = checked_add(fs.trainable, fs.frozen);
     out.params.expert = 0;
-    a.t.paged_optimizer = l.offload_optimizer ? 0 : ceil_div(fs.paged_state.count(), l.zero_stage >= 1 ? par.dp : 1);
+    a.t.paged_optimizer = l.offload_optimizer ? 0 : ceil_div(fs.paged_state.count(), l.zero_stage >= 1 ? shard : 1);
     if (a.rec) a.rec->finetune = fs;
   } else {
     const int zero_stage = a.w.framework == Framework::kTorchtitan ? 3 : l.zero_stage;  // FSDP2 shards all three

@@ -45,7 +45,9 @@ void account_transients(Account& a) {
   // A ZeRO-3 gathered layer: parameters, current + prefetched, and its full gradient.
   const int wb = dtype_bits(w.weight_dtype) / 8;
   const int gb = dtype_bits(w.grad_dtype) / 8;
-  tr.zero3 = !titan && a.l.zero_stage == 3 && par.dp > 1 ? Bytes{checked_mul(a.largest_layer, 2 * wb + gb)} : Bytes{-1};
+  // Sharded over dp·cp (static_memory.cc): a gather whenever that group is larger than one rank.
+  tr.zero3 = !titan && a.l.zero_stage == 3 && par.dp * par.cp > 1 ? Bytes{checked_mul(a.largest_layer, 2 * wb + gb)}
+                                                                   : Bytes{-1};
   // torchtitan: FSDP2's unsharded parameters and gradients (fsdp2.h), present whenever a block
   // runs, so added to the largest of the other transients rather than competing with them.
   const int64_t head_params =
