@@ -130,10 +130,11 @@ struct NullSink {
 /// Megatron's schedule (megatron/core/pipeline_parallel/schedules.py) where they hold the most bytes;
 /// `chunk_bytes[j]` is what one micro-batch keeps on chunk j (embedding / head included).
 /// 1F1B (forward_backward_pipelining_without_interleaving): rank r holds min(pp − r, M).
-/// Interleaved (forward_backward_pipelining_with_interleaving): warm-up w = (pp−r−1)·2 + (vpp−1)·pp
-/// forwards (get_pp_rank_microbatches; all M·vpp when w reaches that), then each steady step k runs
-/// forward w + k and backward k; virtual micro-batch i is chunk (i mod pp·vpp)/pp in forward and
-/// vpp − 1 minus that in backward (get_schedule_table, groups of pp). Every steady step holds w + 1
+/// Interleaved (forward_backward_pipelining_with_interleaving): warm-up w = (pp−r−1)·2 + (vpp−1)·G
+/// forwards, G the micro-batch group (pp unless ParallelLayout::microbatch_group; all M·vpp when w
+/// reaches that), then each steady step k runs forward w + k and backward k; virtual micro-batch i
+/// is chunk (i mod G·vpp)/G in forward and vpp − 1 minus that in backward (get_schedule_table; the
+/// last group m mod G when not 0). Every steady step holds w + 1
 /// chunk-micro-batches, but which chunks repeats with period pp·vpp: e.g. rank 0 at pp 4, vpp 2,
 /// M 8 holds 7 + 4 after the warm-up and 8 + 3 one step later (measured by
 /// validation/pipeline_validation.py), so the step with the most bytes is searched. With uniform

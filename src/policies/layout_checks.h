@@ -128,8 +128,6 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
   return check_finetune(w, l, r);
 }
 
-/// The parallel layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,
-/// experts by ep, and so on. The message names the option and values that would work.
 /// Megatron's interleaved schedule (schedules.py forward_backward_pipelining_with_interleaving): it
 /// needs a pipeline, groups of M contiguous micro-batches per virtual stage with pp <= M <= m, and a
 /// last group of m mod M that is 0 or at least pp ("dependency bubbles" otherwise). M is pp unless
@@ -207,6 +205,8 @@ bool check_experts(const ModelSpec& model, const ParallelLayout& layout, Reporte
   return true;
 }
 
+/// The parallel layout against the model: heads and KV heads divisible by tp, layers by pp·vpp,
+/// experts by ep, and so on. The message names the option and values that would work.
 template <typename Reporter>
 bool check_parallel(const ModelSpec& model, const TpFacts& tp_facts, const ParallelLayout& layout, Reporter& r) {
   const struct {

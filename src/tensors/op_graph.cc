@@ -808,8 +808,8 @@ int moe(Builder& g, const Context& c, int x) {
     g.save(g.add("moe.topk_row_sums", grp, "div_", tokens, DType::kFP32, "weights /= weights.sum(-1) keeps the sums"));
 
   // Rows each GPU's experts process (Sym::kMoeRows): k·s·b with balanced routing (dropless), or
-  // the padded capacity E·⌈cf·k·s·b/E⌉ with a capacity factor, whatever ep (expert parallelism is
-  // carved out of data parallelism: engine.cc bind); bound by the layout.
+  // the padded capacity E·⌈cf·k·s·b/E⌉ with a capacity factor, whatever ep, times etp/tp under MoE
+  // parallel folding (layer_kinds.cc bind_moe); bound by the layout.
   const Shape rows{Dim::of(Sym::kMoeRows)};
   if (c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5 &&
       c.workload.experts_impl != ExpertsImpl::kEager) {

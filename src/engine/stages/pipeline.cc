@@ -267,7 +267,7 @@ void account_pipeline(Account& a) {
   s.step.resize(vpp);
   // Ranks 1 .. pp − 2 alike (middle_ranks_alike): rank r + 1 holds, chunk for chunk, no more
   // micro-batches in flight than rank r. 1F1B: min(pp − r, M). Interleaved: at each steady step k
-  // rank r + 1 has run two forwards fewer (warm-up (pp − r − 1)·2 + (vpp − 1)·pp) and the same k
+  // rank r + 1 has run two forwards fewer (warm-up (pp − r − 1)·2 + (vpp − 1)·G) and the same k
   // backwards, so its chunk counts are at most rank r's at step k, or, past rank r's last steady
   // step, at most rank r's there (all forwards run, fewer backwards); and no chunk ever holds more
   // than M. With equal static bytes, work and transients, rank 1 is the peak (the first of equals)
