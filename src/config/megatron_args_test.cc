@@ -1,6 +1,7 @@
 #include "config/training_config.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,32 @@ namespace {
 using testing::find;
 using testing::kData;
 using testing::report_of;
+
+// The small GPT of Megatron-LM's functional tests (12 layers × hidden 512, 8 heads, s 1024, b 4,
+// GPT-2 vocabulary) on 8 GPUs, as their model_config.yaml launch it; each test adds its switches.
+const std::string kCiGpt =
+    "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
+    "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
+    "--max-position-embeddings 1024 --vocab-size 50257 ";
+
+/// A launch line read and applied to default settings (the config keeps the model and the sources).
+struct ReadLine {
+  TrainingConfig config;
+  TrainingSettings settings;
+};
+std::optional<ReadLine> read_line(const std::string& text) {
+  auto c = read_megatron_args(text, "ci.sh");
+  if (!c) {
+    ADD_FAILURE() << c.error().message;
+    return std::nullopt;
+  }
+  ReadLine r{std::move(*c), {}};
+  if (auto ok = apply_training_config(r.config, r.settings); !ok) {
+    ADD_FAILURE() << ok.error().message;
+    return std::nullopt;
+  }
+  return r;
+}
 
 
 // Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh: TP 8 x PP 16, fp16, s 2048, GPT-2 BPE.
@@ -262,16 +289,12 @@ TEST(MegatronArgs, MoeAuxLossCoeffDefaultsToMegatrons) {
 // The sum is 0.6% under the measurement, with the learned position table whole on every TP rank
 // (LanguageModelEmbedding's nn.Embedding, not vocab-parallel): 524,288 params × 12 B.
 TEST(MegatronArgs, DistributedOptimizerInstances) {
-  const std::string line =
-      "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"
-      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
-      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
-      "--max-position-embeddings 1024 --vocab-size 50257 --transformer-impl transformer_engine "
-      "--tensor-model-parallel-size 2 --use-distributed-optimizer --num-distributed-optimizer-instances 2 --bf16\n";
-  auto c = read_megatron_args(line, "ci.sh");
-  ASSERT_TRUE(c) << c.error().message;
-  TrainingSettings s;
-  ASSERT_TRUE(apply_training_config(*c, s));
+  auto read = read_line("export CUBLAS_WORKSPACE_CONFIG=:4096:8\n" + kCiGpt +
+                        "--transformer-impl transformer_engine --tensor-model-parallel-size 2 "
+                        "--use-distributed-optimizer --num-distributed-optimizer-instances 2 --bf16\n");
+  ASSERT_TRUE(read);
+  const TrainingConfig* c = &read->config;
+  TrainingSettings& s = read->settings;
   EXPECT_EQ(s.layout.parallel.optimizer_instances, 2);
   ASSERT_TRUE(set_training_option(s, "fp8_gpu", OptionValue{std::string("ampere")}));
   const Report r = report_of(*c->model, s);
@@ -296,19 +319,13 @@ TEST(MegatronArgs, DistributedOptimizerInstances) {
 // params × 18 B, PyTorch's two 32 MiB cuBLAS workspaces and TE's 4 MiB, and each chunk's last received
 // input with its gradient, 3 × 2 × (1024 × 4 × 512 × 2 B). 3,584 B stay unexplained (7 scalars of 512 B).
 TEST(MegatronArgs, AfterTheStepOnTheLastPipelineRank) {
-  const std::string line =
-      "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"
-      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
-      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
-      "--max-position-embeddings 1024 --vocab-size 50257 --transformer-impl transformer_engine "
-      "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 "
-      "--no-gradient-accumulation-fusion --bf16 --attention-backend unfused\n";
-  auto c = read_megatron_args(line, "ci.sh");
-  ASSERT_TRUE(c) << c.error().message;
-  TrainingSettings s;
-  ASSERT_TRUE(apply_training_config(*c, s));
-  ASSERT_TRUE(set_training_option(s, "fp8_gpu", OptionValue{std::string("ampere")}));
-  const Report r = report_of(*c->model, s);
+  auto read = read_line("export CUBLAS_WORKSPACE_CONFIG=:4096:8\n" + kCiGpt +
+                        "--transformer-impl transformer_engine --tensor-model-parallel-size 1 "
+                        "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 "
+                        "--no-gradient-accumulation-fusion --bf16 --attention-backend unfused\n");
+  ASSERT_TRUE(read);
+  ASSERT_TRUE(set_training_option(read->settings, "fp8_gpu", OptionValue{std::string("ampere")}));
+  const Report r = report_of(*read->config.model, read->settings);
   ASSERT_EQ(r.stages.size(), 4u);
   const StageTotals& last = r.stages.back();
   EXPECT_EQ(last.weights, 2 * 35'213'824);
@@ -322,16 +339,12 @@ TEST(MegatronArgs, AfterTheStepOnTheLastPipelineRank) {
 // parallel folding takes the expert grid (etp 1 × ep 4 × expert-dp 2) from tp 2 × dp 4, so ep 4 need
 // not divide dp; each GPU holds 2 of the 8 experts whole.
 TEST(MegatronArgs, ExpertTensorParallelFolding) {
-  const std::string line =
-      "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 12 --hidden-size 512 "
-      "--num-attention-heads 8 --micro-batch-size 4 --global-batch-size 32 --seq-length 1024 "
-      "--max-position-embeddings 1024 --vocab-size 50257 --transformer-impl transformer_engine --sequence-parallel "
-      "--tensor-model-parallel-size 2 --expert-model-parallel-size 4 --expert-tensor-parallel-size 1 "
-      "--num-experts 8 --moe-router-topk 2 --bf16\n";
-  auto c = read_megatron_args(line, "ci.sh");
-  ASSERT_TRUE(c) << c.error().message;
-  TrainingSettings s;
-  ASSERT_TRUE(apply_training_config(*c, s));
+  auto read = read_line(kCiGpt + "--transformer-impl transformer_engine --sequence-parallel "
+                                 "--tensor-model-parallel-size 2 --expert-model-parallel-size 4 "
+                                 "--expert-tensor-parallel-size 1 --num-experts 8 --moe-router-topk 2 --bf16\n");
+  ASSERT_TRUE(read);
+  const TrainingConfig* c = &read->config;
+  const TrainingSettings& s = read->settings;
   EXPECT_EQ(s.layout.parallel.dp, 4);
   EXPECT_EQ(s.layout.parallel.ep, 4);
   EXPECT_EQ(s.layout.parallel.etp, 1);
@@ -387,16 +400,10 @@ TEST(MegatronArgs, SplitWithTheEmbeddingAndLossCounted) {
 // (gpt3_mcore_tp1_pp2_resume_torch_dist) were 24% over actmem's state without it, 7% with it, and
 // within 2% with the local spec's global memory buffer too (workspaces.h).
 TEST(MegatronArgs, Fp16GradientCopiesAfterTheStep) {
-  const std::string line =
-      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 12 --hidden-size 512 --num-attention-heads 8 "
-      "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --vocab-size 50257 "
-      "--pipeline-model-parallel-size 2 --fp16";
+  const std::string line = kCiGpt + "--pipeline-model-parallel-size 2 --fp16";
   auto last_stage = [](const std::string& text) {
-    auto c = read_megatron_args(text + "\n", "ci.sh");
-    EXPECT_TRUE(c) << c.error().message;
-    TrainingSettings s;
-    EXPECT_TRUE(apply_training_config(*c, s));
-    return report_of(*c->model, s).stages.back();
+    auto read = read_line(text + "\n");
+    return read ? report_of(*read->config.model, read->settings).stages.back() : StageTotals{};
   };
   const StageTotals fp16 = last_stage(line);
   EXPECT_EQ(fp16.grad_copies_kept, 2 * fp16.weights);  // 4 B per fp16 weight of 2 B
@@ -426,29 +433,21 @@ TEST(MegatronArgs, LocalSpecAttentionIsDotProductAttention) {
 // step; (2 + 4 + 12) B × 32,368,640 / 4 params + the 96 MiB + 1 KiB of cuBLAS and TE workspaces is
 // 246,323,200 B (−0.3%); read as the distributed optimizer alone it was +59%.
 TEST(MegatronArgs, MegatronFsdpShardingStrategy) {
-  const std::string line =
-      "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n"
-      "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 12 --hidden-size 512 --num-attention-heads 8 "
-      "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --vocab-size 50257 "
-      "--transformer-impl transformer_engine --tensor-model-parallel-size 2 --use-megatron-fsdp "
-      "--use-distributed-optimizer --bf16";
+  const std::string line = "export CUBLAS_WORKSPACE_CONFIG=:4096:8\n" + kCiGpt +
+                           "--transformer-impl transformer_engine --tensor-model-parallel-size 2 --use-megatron-fsdp "
+                           "--use-distributed-optimizer --bf16";
   auto zero_of = [](const std::string& text) {
-    auto c = read_megatron_args(text + "\n", "ci.sh");
-    EXPECT_TRUE(c) << c.error().message;
-    TrainingSettings s;
-    EXPECT_TRUE(apply_training_config(*c, s));
-    return s.layout.zero_stage;
+    auto read = read_line(text + "\n");
+    return read ? read->settings.layout.zero_stage : -1;
   };
   EXPECT_EQ(zero_of(line), 3);  // the default strategy
   EXPECT_EQ(zero_of(line + " --data-parallel-sharding-strategy optim_grads"), 2);
   EXPECT_EQ(zero_of(line + " --data-parallel-sharding-strategy optim"), 1);
   EXPECT_EQ(zero_of(line + " --data-parallel-sharding-strategy no_shard"), 0);
-  auto c = read_megatron_args(line + "\n", "ci.sh");
-  ASSERT_TRUE(c);
-  TrainingSettings s;
-  ASSERT_TRUE(apply_training_config(*c, s));
-  ASSERT_TRUE(set_training_option(s, "fp8_gpu", OptionValue{std::string("hopper")}));
-  const StageTotals last = report_of(*c->model, s).stages.back();
+  auto read = read_line(line + "\n");
+  ASSERT_TRUE(read);
+  ASSERT_TRUE(set_training_option(read->settings, "fp8_gpu", OptionValue{std::string("hopper")}));
+  const StageTotals last = report_of(*read->config.model, read->settings).stages.back();
   EXPECT_EQ(last.weights + last.gradients + last.optimizer, 18 * 32'368'640LL / 4);
   EXPECT_EQ(last.after_step(), 18 * 32'368'640LL / 4 + 2 * 33'554'432 + 33'555'456);
 }
