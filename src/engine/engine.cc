@@ -27,18 +27,6 @@ const std::string& PreparedModel::name() const { return impl_->name; }
 
 namespace {
 
-StaticOptions static_options(const Workload& w, const Layout& l) {
-  StaticOptions o;
-  o.weight_dtype = w.weight_dtype;
-  o.grad_dtype = w.grad_dtype;
-  o.optimizer = w.optimizer;
-  o.precision = w.precision;
-  o.zero_stage = l.zero_stage;
-  o.offload_optimizer = l.offload_optimizer;
-  o.parallel = l.parallel;
-  return o;
-}
-
 /// Llama 4 text (model_type llama4_text) is modeled from transformers' modeling_llama4.py only.
 Expected<void> check_llama4_workload(const ModelSpec& m, const Workload& w) {
   if (m.model_type != "llama4_text") return {};
@@ -105,7 +93,7 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
     p->model = model;
     p->workload = workload;
     p->per_param = workload.framework == Framework::kTorchtitan ? fsdp2_bytes_per_param(workload.optimizer)
-                                                                : bytes_per_param(static_options(workload, {}));
+                                                                : bytes_per_param(workload);
     if (workload.framework == Framework::kTorchtitan) {  // FSDP2 keeps fp32 shards of both (fsdp2.h)
       p->workload.weight_dtype = DType::kFP32;
       p->workload.grad_dtype = DType::kFP32;
@@ -165,7 +153,7 @@ Expected<PreparedModel> prepare_params_only(int64_t params, const Workload& work
   p->param_only = true;
   p->param_count = params;
   p->workload = workload;
-  p->per_param = bytes_per_param(static_options(workload, {}));
+  p->per_param = bytes_per_param(workload);
   auto workspaces = training_workspaces(workload);
   if (!workspaces) return workspaces.error();
   p->workspaces = *workspaces;

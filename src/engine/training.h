@@ -9,19 +9,12 @@
 
 #include "tensors/activation.h"
 #include "report/breakdown.h"
-#include "util/expected.h"
-#include "model/model_spec.h"
 #include "model/params.h"
 #include "policies/static_memory.h"
 
 namespace actmem {
 
-struct TrainingOptions {
-  StaticOptions static_options;    // its .parallel is the layout used everywhere
-  ActivationOptions activation;    // its .parallel is overwritten with static_options.parallel
-  Bytes reserve{0};                // CUDA context + allocator slack: an allowance, --reserve
-};
-
+/// What explain() reports of a training step (Report::estimate).
 struct TrainingEstimate {
   ParamCounts params;
   bool param_only = false;                  // --params: no architecture, no activations
@@ -33,11 +26,5 @@ struct TrainingEstimate {
   Bytes total() const { return memory.total(); }
   std::vector<std::string> notes;
 };
-
-/// Example: estimate_training(load_preset("llama-3-70b").value(), opts)->total().
-Expected<TrainingEstimate> estimate_training(const ModelSpec& model, TrainingOptions options);
-
-/// Static memory only, for a model known by its parameter count (`--params 7.5e9`).
-Expected<TrainingEstimate> estimate_training_params_only(int64_t params, TrainingOptions options);
 
 }  // namespace actmem

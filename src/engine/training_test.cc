@@ -2,22 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/engine_test_util.h"
 #include "model/presets.h"
 
 namespace actmem {
 namespace {
 
-TrainingOptions options(int64_t seq, int64_t mb) {
-  TrainingOptions o;
-  o.activation.seq_len = seq;
-  o.activation.micro_batch = mb;
-  return o;
-}
+using testing::activations_for_test;
+using testing::try_estimate;
+using testing::try_params_only;
 
 // Seed cards: Llama-3-70B, 16 bytes per parameter (1.13 TB) plus activations at 8k.
 TEST(Training, DefaultLlama3_70BAdds16BytesPerParamActivationsAndLogitsGradient) {
   auto model = load_preset("llama-3-70b").value();
-  auto e = estimate_training(model, options(8192, 1));
+  auto e = try_estimate(model, {}, {.seq_len = 8192, .micro_batch = 1});
   ASSERT_TRUE(e.has_value()) << e.error().message;
   EXPECT_EQ(e->static_memory.total(), Bytes{16 * int64_t{70'553'706'496}});
   // HF loss backward: fp32 d(log-probs) + fp32 d(logits) + bf16 logits held: (8 + 2) · s · b · V,
@@ -31,18 +29,17 @@ TEST(Training, DefaultLlama3_70BAdds16BytesPerParamActivationsAndLogitsGradient)
 // against every stage computed independently.
 TEST(Training, PipelinePeakIsTheMostLoadedStage) {
   auto model = load_preset("llama-3-70b").value();
-  auto o = options(4096, 1);
-  o.static_options.parallel.pp = 4;
-  o.static_options.parallel.tp = 8;
-  o.static_options.parallel.sp = true;
-  o.static_options.parallel.num_micro_batches = 16;
-  o.activation.framework = Framework::kMegatron;
-  auto e = estimate_training(model, o);
+  const Workload w{.framework = Framework::kMegatron};
+  const Layout l{.seq_len = 4096, .parallel = {.tp = 8, .sp = true, .pp = 4, .num_micro_batches = 16}};
+  auto e = try_estimate(model, w, l);
   ASSERT_TRUE(e.has_value()) << e.error().message;
   ASSERT_EQ(e->activations->in_flight_by_stage.size(), 4u);
+  const auto stages = stage_params(e->params, l.parallel);
+  ASSERT_EQ(stages.size(), 4u);
   Bytes expected_peak{0};
   for (int64_t stage = 0; stage < 4; ++stage) {
-    auto st = compute_static_memory(e->params, o.static_options, stage).value();
+    const auto st = stage_static_bytes(stages[static_cast<size_t>(stage)], bytes_per_param(w), l.zero_stage,
+                                       l.offload_optimizer, l.parallel);
     Bytes peak = st.total() + e->activations->in_flight_by_stage[static_cast<size_t>(stage)];
     if (stage == 3) peak += Bytes{int64_t{4} * 4096 * ceil_div(128256, 8)};  // logits buffer, V/t
     peak += Bytes{2 * 32 * 1024 * 1024};  // PyTorch's cuBLAS workspaces, :4096:8 on two threads (workspaces.h)
@@ -59,10 +56,7 @@ TEST(Training, PipelinePeakIsTheMostLoadedStage) {
 // parameters (q, k, v, o, gate, up, down, 2 norms), bf16 → (2·2 + 2) bytes each.
 TEST(Training, Zero3GatheredLayerTransient) {
   auto model = load_preset("llama-3-70b").value();
-  auto o = options(1024, 1);
-  o.static_options.zero_stage = 3;
-  o.static_options.parallel.dp = 64;
-  auto e = estimate_training(model, o);
+  auto e = try_estimate(model, {}, {.seq_len = 1024, .micro_batch = 1, .parallel = {.dp = 64}, .zero_stage = 3});
   ASSERT_TRUE(e.has_value()) << e.error().message;
   const Term* t = e->transients.find("zero3_gathered_layer");
   ASSERT_NE(t, nullptr);
@@ -75,12 +69,11 @@ TEST(Training, Zero3GatheredLayerTransient) {
 // a transient; for Llama-2-70B at 8k (V = 32000) that is larger than the logits gradient and is counted.
 TEST(Training, RecomputedSegmentIsATransient) {
   auto model = load_preset("llama-2-70b").value();
-  auto o = options(8192, 1);
-  o.activation.recompute = Recompute::kFull;
-  auto e = estimate_training(model, o);
+  Layout l{.seq_len = 8192, .micro_batch = 1, .recompute = Recompute::kFull};
+  auto e = try_estimate(model, {}, l);
   ASSERT_TRUE(e.has_value()) << e.error().message;
-  o.activation.recompute = Recompute::kNone;
-  auto none = estimate_activations(model, o.activation).value();
+  l.recompute = Recompute::kNone;
+  auto none = activations_for_test(model, {}, l).value();
   const Term* t = e->transients.find("recompute_segment");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->bytes, none.per_layer - e->activations->per_layer);
@@ -88,25 +81,23 @@ TEST(Training, RecomputedSegmentIsATransient) {
 }
 
 TEST(Training, ParamsOnlyHasNoActivations) {
-  auto e = estimate_training_params_only(7'500'000'000, options(1, 1));
+  auto e = try_params_only(7'500'000'000, {}, {.seq_len = 1, .micro_batch = 1});
   ASSERT_TRUE(e.has_value());
   EXPECT_FALSE(e->activations.has_value());
   EXPECT_EQ(e->total(), Bytes{120'000'000'000});
-  EXPECT_FALSE(estimate_training_params_only(0, options(1, 1)).has_value());
+  EXPECT_FALSE(try_params_only(0, {}, {.seq_len = 1, .micro_batch = 1}).has_value());
 }
 
 TEST(Training, ImpossibleLayoutIsAnErrorNamingTheFlag) {
   auto model = load_preset("llama-3-70b").value();
-  auto o = options(4096, 1);
-  o.static_options.parallel.tp = 3;
-  auto e = estimate_training(model, o);
+  auto e = try_estimate(model, {}, {.seq_len = 4096, .micro_batch = 1, .parallel = {.tp = 3}});
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.error().message.find("@tp"), std::string::npos) << e.error().message;
 }
 
 TEST(Training, AbsurdSizesOverflowIntoAnError) {
   auto model = load_preset("llama-3.1-405b").value();
-  auto e = estimate_training(model, options(int64_t{1} << 24, 1 << 20));
+  auto e = try_estimate(model, {}, {.seq_len = int64_t{1} << 24, .micro_batch = 1 << 20});
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.error().message.find("overflow"), std::string::npos) << e.error().message;
 }

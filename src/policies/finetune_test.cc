@@ -141,7 +141,7 @@ TEST(Finetune, OptimizerInBackwardKeepsTheLargestGradient) {
 // Pure bf16 AdamW (torchtune dtype=bf16, LitGPT bf16-true): 2 + 2 + 2 + 2 = 8 bytes per parameter
 // instead of mixed precision's 2 + 2 + 12 = 16. SGD: momentum only, or nothing without it.
 TEST(Finetune, PurePrecisionAndSgdPerParam) {
-  StaticOptions o;
+  Workload o;
   o.precision = Precision::kPure;
   auto per = bytes_per_param(o);
   EXPECT_EQ(per.weights + per.gradients + per.optimizer, 8.0);

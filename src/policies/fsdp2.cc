@@ -13,12 +13,12 @@ Fsdp2Transient fsdp2_transient(int64_t block_params, int64_t head_params) {
 }
 
 BytesPerParam fsdp2_bytes_per_param(Optimizer optimizer) {
-  StaticOptions o;
-  o.weight_dtype = DType::kFP32;  // the sharded parameters: fp32 (param_dtype bf16 is the all-gather's)
-  o.grad_dtype = DType::kFP32;    // reduce_dtype fp32: gradients reduce-scattered into fp32 shards
-  o.optimizer = optimizer;
-  o.precision = Precision::kMixed;  // fp32 parameters: bytes_per_param adds no master copy
-  return bytes_per_param(o);
+  Workload w;
+  w.weight_dtype = DType::kFP32;  // the sharded parameters: fp32 (param_dtype bf16 is the all-gather's)
+  w.grad_dtype = DType::kFP32;    // reduce_dtype fp32: gradients reduce-scattered into fp32 shards
+  w.optimizer = optimizer;
+  w.precision = Precision::kMixed;  // fp32 parameters: bytes_per_param adds no master copy
+  return bytes_per_param(w);
 }
 
 }  // namespace actmem

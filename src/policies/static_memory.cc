@@ -7,6 +7,7 @@
 
 #include "policies/pipeline_split.h"  // which layers each stage holds
 
+#include "util/dtype.h"       // dtype_bits, dtype_name
 #include "util/text_table.h"  // group_digits
 
 namespace actmem {
@@ -32,20 +33,20 @@ Bytes bytes_of(int64_t params, double bytes_each) {
 }
 }  // namespace
 
-BytesPerParam bytes_per_param(const StaticOptions& options) {
+BytesPerParam bytes_per_param(const Workload& workload) {
   BytesPerParam b;
-  b.weights = dtype_bits(options.weight_dtype) / 8.0;
-  b.gradients = dtype_bits(options.grad_dtype) / 8.0;
+  b.weights = dtype_bits(workload.weight_dtype) / 8.0;
+  b.gradients = dtype_bits(workload.grad_dtype) / 8.0;
   // Mixed precision keeps an fp32 master copy for the update (ZeRO paper §3.1: K = 12 for Adam).
   // Pure low precision (torchtune with dtype=bf16, LitGPT "bf16-true") keeps none, and
   // torch.optim creates its state like the parameter (zeros_like(p)): moments in the weight dtype.
-  const bool mixed = options.precision == Precision::kMixed;
-  const bool master = mixed && options.weight_dtype != DType::kFP32;
+  const bool mixed = workload.precision == Precision::kMixed;
+  const bool master = mixed && workload.weight_dtype != DType::kFP32;
   const double master_bytes = master ? 4.0 : 0.0;
   const std::string master_text = master ? "4 (fp32 master) + " : "";
   const double moment = mixed ? 4.0 : b.weights;
   const std::string m = fmt::format("{}", moment);
-  switch (options.optimizer) {
+  switch (workload.optimizer) {
     case Optimizer::kAdamW:
       b.optimizer = master_bytes + 2 * moment;
       b.optimizer_formula = master_text + m + " (m) + " + m + " (v)";
@@ -159,10 +160,10 @@ StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, 
   return m;
 }
 
-void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options) {
-  const auto& par = options.parallel;
+void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout) {
+  const auto& par = layout.parallel;
   const int64_t dp = par.dp * std::max<int64_t>(par.cp, 1);
-  const int z = options.zero_stage;
+  const int z = layout.zero_stage;
   auto sharding = [&](int stage_needed) {
     std::string s;
     if (par.tp > 1) s += fmt::format(" / TP {}", par.tp);
@@ -183,63 +184,16 @@ void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOpti
     return t;
   };
   m.breakdown.title = "Static memory per GPU (parameters only)";
-  m.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(options.weight_dtype)), per.weights,
+  m.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(workload.weight_dtype)), per.weights,
                           fmt::format("{}", per.weights), m.weights, 3));
-  m.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(options.grad_dtype)), per.gradients,
+  m.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(workload.grad_dtype)), per.gradients,
                           fmt::format("{}", per.gradients), m.gradients, 2));
   m.breakdown.add(term("optimizer",
-                          fmt::format("Optimizer state ({}{})", kOptimizerNames.name(options.optimizer),
-                                      options.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
+                          fmt::format("Optimizer state ({}{})", kOptimizerNames.name(workload.optimizer),
+                                      layout.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
                           per.optimizer, "(" + per.optimizer_formula + ")", m.optimizer, 1));
-  if (options.offload_optimizer)
+  if (layout.offload_optimizer)
     m.breakdown.terms.back().note = fmt::format("{} in host memory", format_binary(m.cpu_optimizer));
-}
-
-Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
-                                             std::optional<int64_t> only_stage) {
-  const auto& par = options.parallel;
-  if (options.zero_stage < 0 || options.zero_stage > 3)
-    return Error{ErrorKind::kInvalid, "zero_stage",
-                 fmt::format("@zero_stage {} is not a ZeRO stage; use 0, 1, 2 or 3", options.zero_stage)};
-  if (par.dp < 1) return Error{ErrorKind::kInvalid, "dp", fmt::format("@dp {} must be >= 1", par.dp)};
-  if (const int64_t grid = par.ep * par.expert_tp(), ranks = par.tp * par.cp * par.dp;
-      (par.ep > 1 || par.etp > 0) && ranks % grid != 0)
-    return Error{ErrorKind::kIncompatible, par.etp > 0 ? "etp" : "ep", expert_grid_message(par)};
-  if (only_stage && (*only_stage < 0 || *only_stage >= par.pp))
-    return Error{ErrorKind::kInvalid, "pp",
-                 fmt::format("pipeline stage {} does not exist with @pp {}", *only_stage, par.pp)};
-  if (par.pp > static_cast<int64_t>(counts.layers.size()))
-    return Error{ErrorKind::kIncompatible, "pp",
-                 fmt::format("@pp {} exceeds the model's {} layers; use @pp <= {}", par.pp, counts.layers.size(),
-                             counts.layers.size())};
-  try {
-    const BytesPerParam per = bytes_per_param(options);
-    const int z = options.zero_stage;
-
-    StaticMemory best;
-    const auto stages = stage_params(counts, par);
-    best.num_stages = static_cast<int64_t>(stages.size());
-    bool first = true;
-    for (const auto& st : stages) {
-      if (only_stage && st.stage != *only_stage) continue;
-      const StageStatic bytes = stage_static_bytes(st, per, z, options.offload_optimizer, par);
-      StaticMemory m;
-      m.stage = st;
-      m.num_stages = best.num_stages;
-      m.weights = bytes.weights;
-      m.gradients = bytes.gradients;
-      m.optimizer = bytes.optimizer;
-      m.cpu_optimizer = bytes.cpu_optimizer;
-      if (first || m.total() > best.total()) best = m;
-      first = false;
-    }
-
-    describe_static(best, per, options);
-    return best;
-  } catch (const OverflowError&) {
-    return Error{ErrorKind::kOverflow, "params",
-                 "static memory overflowed 64-bit arithmetic; the parameter count is absurd"};
-  }
 }
 
 }  // namespace actmem

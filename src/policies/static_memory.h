@@ -3,31 +3,18 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "report/breakdown.h"
-#include "util/dtype.h"
-#include "util/expected.h"
 #include "policies/options.h"
 #include "policies/parallel.h"
 #include "model/params.h"
 
 namespace actmem {
 
-
-struct StaticOptions {
-  DType weight_dtype = DType::kBF16;
-  DType grad_dtype = DType::kBF16;  // bf16 gives the classic 16 bytes/param; fp32 accumulation gives 18
-  Optimizer optimizer = Optimizer::kAdamW;
-  Precision precision = Precision::kMixed;  // kPure: no fp32 master, moments in the weight dtype
-  int zero_stage = 0;               // 0..3; FSDP FULL_SHARD is stage 3, SHARD_GRAD_OP stage 2
-  bool offload_optimizer = false;   // optimizer state (and fp32 master weights) live in CPU memory
-  ParallelLayout parallel;
-};
-
-/// Bytes per parameter of each part, before sharding.
+/// Bytes per parameter of each part, before sharding, from the workload's weight_dtype,
+/// grad_dtype, optimizer and precision (kPure: no fp32 master, moments in the weight dtype).
 /// Example: mixed-precision AdamW (bf16 weights and grads): 2 + 2 + 12 = 16; pure bf16: 2 + 2 + 4 = 8.
 /// Adafactor's state depends on the shapes (finetune.h): here only its master copy.
 struct BytesPerParam {
@@ -36,7 +23,7 @@ struct BytesPerParam {
   double optimizer = 0;  // fp32 master copy (when weights are not fp32) + moments (+ 8-bit block scales)
   std::string optimizer_formula;  // "4 (fp32 master) + 4 (m) + 4 (v)"
 };
-BytesPerParam bytes_per_param(const StaticOptions& options);
+BytesPerParam bytes_per_param(const Workload& workload);
 
 /// Parameters one GPU of pipeline stage `stage` holds, after TP/EP sharding (before ZeRO).
 struct StageParams {
@@ -59,6 +46,7 @@ void add_embedding_and_head(StageParams& stage, const ParamCounts& counts, int64
 
 /// Bytes per GPU of one stage's parameters: each part sharded over the data-parallel group (routed
 /// experts over dp/ep) once ZeRO reaches it (optimizer at stage 1, gradients at 2, weights at 3).
+/// Example: 7.5e9 parameters, ZeRO-3 over dp 64, mixed-precision AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
 struct StageStatic {
   Bytes weights;
   Bytes gradients;
@@ -80,13 +68,9 @@ struct StaticMemory {
   Breakdown breakdown;      // the terms above with formulas
 };
 
-/// Fills m.breakdown: the weights, gradients and optimizer terms with their formulas and values.
-void describe_static(StaticMemory& m, const BytesPerParam& per, const StaticOptions& options);
-
-/// Example: 7.5e9 params, ZeRO-3 over 64 GPUs, mixed AdamW: 16·Ψ/N_d = 1.875 GB per GPU.
-/// With pp > 1 this is the most loaded stage; `stage` picks one stage instead.
-Expected<StaticMemory> compute_static_memory(const ParamCounts& counts, const StaticOptions& options,
-                                             std::optional<int64_t> stage = std::nullopt);
+/// Fills m.breakdown: the weights, gradients and optimizer terms with their formulas and values
+/// (dtypes and optimizer from the workload; ZeRO stage, offload and parallel degrees from the layout).
+void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout);
 
 /// A ParamCounts for a parameter-count-only model (`--params 7.5e9`): nothing is known of its
 /// structure, so all parameters are TP-splittable and spread over `pp` equal pseudo-layers.

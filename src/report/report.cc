@@ -398,21 +398,15 @@ Term reserve_term(Bytes reserve) {
 void describe_static_memory(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec,
                             TrainingEstimate& e) {
   const auto& par = o.parallel;
-  StaticOptions so;
-  so.weight_dtype = p.workload.weight_dtype;
-  so.grad_dtype = p.workload.grad_dtype;
-  so.optimizer = p.workload.optimizer;
-  so.precision = p.workload.precision;
-  so.zero_stage = p.workload.framework == Framework::kTorchtitan ? 3 : o.zero_stage;  // FSDP2 (fsdp2.h)
-  so.offload_optimizer = o.offload_optimizer;
-  so.parallel = par;
+  Layout sharded = o;
+  if (p.workload.framework == Framework::kTorchtitan) sharded.zero_stage = 3;  // FSDP2 (fsdp2.h)
   e.static_memory.stage = rec.stage;
   e.static_memory.num_stages = par.pp;
   e.static_memory.weights = Bytes{t.weights};
   e.static_memory.gradients = Bytes{t.gradients};
   e.static_memory.optimizer = Bytes{t.optimizer};
   e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
-  describe_static(e.static_memory, p.per_param, so);
+  describe_static(e.static_memory, p.per_param, p.workload, sharded);
   if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
     const FinetuneStatic& fs = rec.finetune;
     e.static_memory.breakdown.terms =

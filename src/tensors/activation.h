@@ -1,39 +1,18 @@
 // Activation memory: the distinct storages the forward pass saves for backward, tensor by tensor,
 // as defined in shared/spec/activation-rules.md, under a framework's save rules, recomputation
 // and parallelism. The report types live here; the accounting is the engine's (engine.cc, op_graph.cc),
-// and estimate_activations() is a convenience over prepare() + explain().
+// and explain() fills them (its estimate's activations).
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "report/breakdown.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
-#include "util/expected.h"
-#include "model/model_spec.h"
-#include "policies/options.h"
-#include "policies/parallel.h"
 
 namespace actmem {
-
-struct ActivationOptions {
-  int64_t seq_len = 0;     // s
-  int64_t micro_batch = 1; // b
-  DType dtype = DType::kBF16;
-  Framework framework = Framework::kHF;
-  AttentionImpl attention = AttentionImpl::kFlash;
-  Recompute recompute = Recompute::kNone;
-  int64_t recompute_layers = -1;  // with kFull: only this many layers (per stage) recomputed; -1 = all
-  int64_t checkpoint_every = 0;   // with kFull: keep a checkpoint every k layers (0 = every layer)
-  std::optional<double> hidden_dropout;     // unset = from the model (config.json)
-  std::optional<double> attention_dropout;  // unset = from the model
-  ParallelLayout parallel;
-  HfVersion hf_version = HfVersion::k5;                // framework hf: the transformers code layout
-  ExpertsImpl experts_impl = ExpertsImpl::kGroupedMm;  // hf_version 5: how the fused experts run
-};
 
 /// One saved storage (after dedup): shape in symbols and values, dtype, bytes, formula.
 struct SavedTensor {
@@ -71,9 +50,5 @@ struct ActivationReport {
   Breakdown breakdown;               // grouped terms for renderers and `explain`
   std::vector<std::string> notes;    // plain statements of what was assumed
 };
-
-/// Example: estimate_activations(llama_2_70b, {.seq_len = 4096, .micro_batch = 2,
-///   .recompute = Recompute::kFull}).value().per_layer == Bytes{134217728}.
-Expected<ActivationReport> estimate_activations(const ModelSpec& model, const ActivationOptions& options);
 
 }  // namespace actmem

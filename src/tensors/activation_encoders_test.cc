@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tensors/activation.h"
+#include "engine/engine_test_util.h"
 #include "model/encoder_head.h"
 #include "model/hf_config.h"
 
@@ -25,13 +26,14 @@ ModelSpec config(const std::string& json) {
 
 ActivationReport run(const ModelSpec& m, int64_t s, int64_t b, DType dtype, AttentionImpl attention,
                      Recompute recompute = Recompute::kNone) {
-  ActivationOptions o;
-  o.seq_len = s;
-  o.micro_batch = b;
-  o.dtype = dtype;
-  o.attention = attention;
-  o.recompute = recompute;
-  auto r = estimate_activations(m, o);
+  Workload w;
+  w.dtype = dtype;
+  w.attention = attention;
+  Layout l;
+  l.seq_len = s;
+  l.micro_batch = b;
+  l.recompute = recompute;
+  auto r = testing::activations_for_test(m, w, l);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   return r ? *r : ActivationReport{};
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "tensors/activation.h"
+#include "engine/engine_test_util.h"
 #include "model/hf_config.h"
 
 namespace actmem {
@@ -25,15 +26,16 @@ ModelSpec config(const std::string& json) {
 
 ActivationReport run(const ModelSpec& m, int64_t s, int64_t b, DType dtype, AttentionImpl attention,
                      double hidden_dropout = 0.0, double attention_dropout = 0.0) {
-  ActivationOptions o;
-  o.seq_len = s;
-  o.micro_batch = b;
-  o.dtype = dtype;
-  o.attention = attention;
-  o.hidden_dropout = hidden_dropout;
-  o.attention_dropout = attention_dropout;
-  o.hf_version = HfVersion::k4_57;  // the measured 4.57 cases (transformers 5: run_hf below)
-  auto r = estimate_activations(m, o);
+  Workload w;
+  w.dtype = dtype;
+  w.attention = attention;
+  w.hidden_dropout = hidden_dropout;
+  w.attention_dropout = attention_dropout;
+  w.hf_version = HfVersion::k4_57;  // the measured 4.57 cases (transformers 5: run_hf below)
+  Layout l;
+  l.seq_len = s;
+  l.micro_batch = b;
+  auto r = testing::activations_for_test(m, w, l);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   return r ? *r : ActivationReport{};
 }
@@ -296,13 +298,14 @@ TEST(ActivationHfFamilies, DeepseekV3FlashPadsVSdpaDoesNotFp32RouterCopies) {
 // Mixtral (h 320, 10 heads / 2 KV heads of 32, E 4, k 2, f 224), s 37, b 3, eager attention, bf16.
 ActivationReport run_hf(const ModelSpec& m, int64_t s, int64_t b, AttentionImpl attention, HfVersion v,
                         ExpertsImpl impl = ExpertsImpl::kGroupedMm) {
-  ActivationOptions o;
-  o.seq_len = s;
-  o.micro_batch = b;
-  o.attention = attention;
-  o.hf_version = v;
-  o.experts_impl = impl;
-  auto r = estimate_activations(m, o);
+  Workload w;
+  w.attention = attention;
+  w.hf_version = v;
+  w.experts_impl = impl;
+  Layout l;
+  l.seq_len = s;
+  l.micro_batch = b;
+  auto r = testing::activations_for_test(m, w, l);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   return r ? *r : ActivationReport{};
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "tensors/activation.h"
+#include "engine/engine_test_util.h"
 #include "model/hf_config.h"
 
 namespace actmem {
@@ -24,14 +25,15 @@ constexpr const char* kLlama4 = R"({"model_type": "llama4_text", "hidden_size": 
 ActivationReport run(Recompute recompute, HfVersion version = HfVersion::k4_57) {
   auto m = parse_hf_config(kLlama4, "llama4.json");
   EXPECT_TRUE(m) << (m ? "" : m.error().message);
-  ActivationOptions o;
-  o.seq_len = 37;
-  o.micro_batch = 2;
-  o.dtype = DType::kBF16;
-  o.attention = AttentionImpl::kEager;
-  o.recompute = recompute;
-  o.hf_version = version;
-  auto r = estimate_activations(*m, o);
+  Workload w;
+  w.dtype = DType::kBF16;
+  w.attention = AttentionImpl::kEager;
+  w.hf_version = version;
+  Layout l;
+  l.seq_len = 37;
+  l.micro_batch = 2;
+  l.recompute = recompute;
+  auto r = testing::activations_for_test(*m, w, l);
   EXPECT_TRUE(r) << (r ? "" : r.error().message);
   return r ? *r : ActivationReport{};
 }
@@ -93,22 +95,23 @@ TEST(ActivationLlama4, RefusesWhatIsNotModeled) {
   auto m = parse_hf_config(kLlama4, "llama4.json");
   ASSERT_TRUE(m);
   auto field_of = [&](auto&& set) {
-    ActivationOptions o;
-    o.seq_len = 37;
-    o.attention = AttentionImpl::kSdpa;
-    set(o);
-    auto r = estimate_activations(*m, o);
+    Workload w;
+    w.attention = AttentionImpl::kSdpa;
+    Layout l;
+    l.seq_len = 37;
+    set(w, l);
+    auto r = testing::activations_for_test(*m, w, l);
     return r ? std::string{"(accepted)"} : r.error().field;
   };
-  EXPECT_EQ(field_of([](ActivationOptions&) {}), "(accepted)");
-  EXPECT_EQ(field_of([](ActivationOptions& o) { o.framework = Framework::kMegatron; }), "framework");
-  EXPECT_EQ(field_of([](ActivationOptions& o) { o.framework = Framework::kTorchtitan; }), "framework");
-  EXPECT_EQ(field_of([](ActivationOptions& o) { o.hf_version = HfVersion::k4_44; }), "hf_version");
-  EXPECT_EQ(field_of([](ActivationOptions& o) { o.attention = AttentionImpl::kFlash; }), "attention");
-  EXPECT_EQ(field_of([](ActivationOptions& o) { o.experts_impl = ExpertsImpl::kBatchedMm; }), "experts_impl");
-  EXPECT_EQ(field_of([](ActivationOptions& o) {
-              o.parallel.ep = 2;
-              o.parallel.dp = 2;
+  EXPECT_EQ(field_of([](Workload&, Layout&) {}), "(accepted)");
+  EXPECT_EQ(field_of([](Workload& w, Layout&) { w.framework = Framework::kMegatron; }), "framework");
+  EXPECT_EQ(field_of([](Workload& w, Layout&) { w.framework = Framework::kTorchtitan; }), "framework");
+  EXPECT_EQ(field_of([](Workload& w, Layout&) { w.hf_version = HfVersion::k4_44; }), "hf_version");
+  EXPECT_EQ(field_of([](Workload& w, Layout&) { w.attention = AttentionImpl::kFlash; }), "attention");
+  EXPECT_EQ(field_of([](Workload& w, Layout&) { w.experts_impl = ExpertsImpl::kBatchedMm; }), "experts_impl");
+  EXPECT_EQ(field_of([](Workload&, Layout& l) {
+              l.parallel.ep = 2;
+              l.parallel.dp = 2;
             }),
             "ep");
 }
