@@ -115,7 +115,10 @@ std::string toml_text(const toml::node& node) {
 bool is_off(const toml::node& node) {
   if (auto b = node.value<bool>()) return !*b;
   if (auto s = node.value<std::string>()) return s->empty();
-  if (auto i = node.value<int64_t>()) return *i == 0;
+  // as_integer / as_floating_point, not value<int64_t>(): toml++ converts a float to an integer by a
+  // cast, undefined past int64's range (seq_len = -2.9e21, found by the torchtitan fuzz target).
+  if (const auto* i = node.as_integer()) return i->get() == 0;
+  if (const auto* f = node.as_floating_point()) return f->get() == 0;
   if (const auto* a = node.as_array()) return a->empty();
   return false;
 }
@@ -165,10 +168,9 @@ class TomlReader {
   const std::string& name() const { return name_; }
 
   Expected<int64_t> count(const std::string& path) const {
-    auto v = read_.at(path)->value<int64_t>();
-    if (!v || read_.at(path)->is_floating_point())
-      return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number", where(path))};
-    return *v;
+    const auto* v = read_.at(path)->as_integer();  // a float is refused, not cast (see is_off)
+    if (!v) return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number", where(path))};
+    return v->get();
   }
   Expected<std::string> text(const std::string& path) const {
     const auto* n = read_.at(path);

@@ -232,5 +232,17 @@ TEST(TorchtitanConfig, ParallelDegreeBelowOneIsRefused) {
   ASSERT_FALSE(tp);
 }
 
+// Found by fuzzing (fuzz/reader_fuzzer.cc, torchtitan, 2026-12-03): a float where a whole number
+// belongs, past int64's range, was cast by toml++'s value<int64_t>() (undefined behaviour). It is
+// refused, naming the key; a float that is whole (4096.0) is refused too, as before.
+TEST(TorchtitanConfig, FloatWhereAWholeNumberBelongsIsRefused) {
+  auto huge = read_torchtitan_toml("[training]\nlocal_batch_size = 31\nseq_len = -2888888888888888888888.0\n", "f.toml");
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message, "training.seq_len = -2.8888888888888887e+21 (f.toml:3): expected a whole number");
+  auto whole = read_torchtitan_toml("[training]\nseq_len = 4096.0\n", "f.toml");
+  ASSERT_FALSE(whole);
+  EXPECT_NE(whole.error().message.find("expected a whole number"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace actmem
