@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 shift || true
-build=build-sanitize
+build=${ACTMEM_FUZZ_BUILD:-build-sanitize}  # another sanitize build directory, if given
 mkdir -p "$build/fuzz-crashes"
 for target in config hf_config megatron_args deepspeed torchtitan hf_yaml vllm_serve; do
   bin=$build/${target}_fuzzer

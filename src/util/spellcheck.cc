@@ -1,6 +1,7 @@
 #include "util/spellcheck.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 namespace actmem {
@@ -18,20 +19,42 @@ int bounded_edit_distance(std::string_view a, std::string_view b, int limit) {
     heap_row.resize(b.size() + 1);
     row = heap_row.data();
   }
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int diagonal = row[0];
-    row[0] = static_cast<int>(i);
-    int row_min = row[0];
-    for (size_t j = 1; j <= b.size(); ++j) {
+  const size_t n = a.size(), m = b.size();
+  if (limit < 0) {  // the whole table
+    for (size_t j = 0; j <= m; ++j) row[j] = static_cast<int>(j);
+    for (size_t i = 1; i <= n; ++i) {
+      int diagonal = row[0];
+      row[0] = static_cast<int>(i);
+      for (size_t j = 1; j <= m; ++j) {
+        const int above = row[j];
+        row[j] = std::min(std::min(row[j], row[j - 1]) + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1));
+        diagonal = above;
+      }
+    }
+    return row[m];
+  }
+  // Bounded (Ukkonen's band): a cell with |i - j| > limit costs more than `limit`, so only the
+  // diagonal band of width 2·limit + 1 is computed and every value is capped at limit + 1. A fuzzed
+  // unknown Megatron flag is checked against ~1,000 names: the band is what keeps that fast.
+  const int cap = limit + 1;
+  const size_t k = static_cast<size_t>(limit);
+  if ((n > m ? n - m : m - n) > k) return cap;
+  for (size_t j = 0; j <= m; ++j) row[j] = std::min(static_cast<int>(j), cap);
+  for (size_t i = 1; i <= n; ++i) {
+    const size_t lo = i > k ? i - k : 1;
+    const size_t hi = std::min(m, i + k);
+    int diagonal = row[lo - 1];
+    row[lo - 1] = lo == 1 ? std::min(static_cast<int>(i), cap) : cap;  // left of the band: too far
+    int row_min = row[lo - 1];
+    for (size_t j = lo; j <= hi; ++j) {
       const int above = row[j];
-      row[j] = std::min(std::min(row[j], row[j - 1]) + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1));
+      row[j] = std::min(std::min(std::min(above, row[j - 1]) + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)), cap);
       diagonal = above;
       row_min = std::min(row_min, row[j]);
     }
-    if (limit >= 0 && row_min > limit) return limit + 1;  // no later row gets below its minimum
+    if (row_min >= cap) return cap;  // no later row gets below its minimum
   }
-  return row[b.size()];
+  return row[m];
 }
 
 std::optional<std::string_view> closest_name(std::string_view name, std::span<const std::string_view> candidates) {
@@ -42,10 +65,19 @@ std::optional<std::string_view> closest_name(std::string_view name, std::span<co
   const int max_distance = std::clamp<int>(static_cast<int>(name.size()) / 3, 2, 6);
   std::optional<std::string_view> best;
   int best_distance = max_distance + 1;
+  // The bag distance (characters one has that the other lacks, the larger side) bounds the edit
+  // distance from below, as the length difference does: most candidates are skipped without the
+  // table. Characters are counted in 64 bins (c mod 64): merging bins only lowers the bound.
+  std::array<int, 64> name_bins{};
+  for (unsigned char ch : name) ++name_bins[ch & 63];
   for (std::string_view c : candidates) {
-    // The length difference bounds the distance from below: most candidates are skipped unread.
     const size_t gap = c.size() > name.size() ? c.size() - name.size() : name.size() - c.size();
     if (gap >= static_cast<size_t>(best_distance)) continue;
+    std::array<int, 64> bins = name_bins;
+    for (unsigned char ch : c) --bins[ch & 63];
+    int only_name = 0, only_candidate = 0;
+    for (int v : bins) (v > 0 ? only_name : only_candidate) += v > 0 ? v : -v;
+    if (std::max(only_name, only_candidate) >= best_distance) continue;
     const int d = bounded_edit_distance(name, c, best_distance - 1);
     if (d < best_distance) {
       best = c;
