@@ -19,7 +19,6 @@
 #include "util/spellcheck.h"
 
 namespace actmem {
-
 namespace {
 
 // kRead: read below. kNoEffect: no effect on the memory of a training step. kNotModelled: a memory
@@ -115,9 +114,7 @@ std::string toml_text(const toml::node& node) {
 bool is_off(const toml::node& node) {
   if (auto b = node.value<bool>()) return !*b;
   if (auto s = node.value<std::string>()) return s->empty();
-  // as_integer / as_floating_point, not value<int64_t>(): toml++ converts a float to an integer by a
-  // cast, undefined past int64's range (seq_len = -2.9e21, found by the torchtitan fuzz target).
-  if (const auto* i = node.as_integer()) return i->get() == 0;
+  if (const auto* n = node.as_integer()) return n->get() == 0;  // as_*, not value<int64_t>(): see count()
   if (const auto* f = node.as_floating_point()) return f->get() == 0;
   if (const auto* a = node.as_array()) return a->empty();
   return false;
@@ -168,7 +165,8 @@ class TomlReader {
   const std::string& name() const { return name_; }
 
   Expected<int64_t> count(const std::string& path) const {
-    const auto* v = read_.at(path)->as_integer();  // a float is refused, not cast (see is_off)
+    // toml++'s value<int64_t>() casts a float, undefined past int64 (fuzzed: seq_len = -2.9e21).
+    const auto* v = read_.at(path)->as_integer();
     if (!v) return Error{ErrorKind::kConfig, "", fmt::format("{}: expected a whole number", where(path))};
     return v->get();
   }
