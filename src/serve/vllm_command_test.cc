@@ -301,7 +301,7 @@ TEST(VllmCommand, ConfigYamlArguments) {
     std::ofstream f(dir + "/with_model.yaml");
     f << "model: elsewhere.json\ntensor-parallel-size: 2\n";
   }
-  for (const std::string line : {"vllm serve " + kQwen + " --config " + dir + "/with_model.yaml",
+  for (const std::string& line : {"vllm serve " + kQwen + " --config " + dir + "/with_model.yaml",
                                  "vllm serve --model " + kQwen + " --config " + dir + "/with_model.yaml"}) {
     const auto m = read_ok(line);
     EXPECT_EQ(m.model, kQwen) << line;
