@@ -196,7 +196,8 @@ json stages_json(const Report& r, const std::optional<Machine>& gpu) {
   json arr = json::array();
   for (const auto& s : r.stages) {
     json row{{"weights", s.weights},         {"gradients", s.gradients}, {"optimizer", s.optimizer},
-             {"activations", s.activations}, {"transient", s.transient}, {"total", s.total}};
+             {"activations", s.activations}, {"transient", s.transient}, {"workspaces", s.workspaces},
+             {"fp8_weight_cache", s.fp8_weight_cache}, {"total", s.total}};
     if (gpu) {
       Totals t;
       t.total = s.total + r.totals.reserve;

@@ -29,6 +29,7 @@ const DEFAULT_MODEL = 'llama-3-8b';
 let engine = null;
 let tab = 'train';
 const charts = {};
+window.actmemCharts = charts;  // for the browser test (tests/web/web_test.py): the bars it adds up
 const state = { defaults: {}, lastGood: {} };
 window.actmemTimings = [];  // per update: {tab, engine_ms, render_ms, total_ms}
 
@@ -195,6 +196,7 @@ function seqLabel(n) { return n >= 1024 ? `${n / 1024}k` : String(n); }
 
 const COLORS = {
   weights: '#4e79a7', gradients: '#f28e2b', optimizer: '#e15759', activations: '#76b7b2', transient: '#59a14f',
+  fp8_weight_cache: '#9c755f', workspaces: '#edc948',
   reserve: '#b07aa1', allowances: '#bab0ac', none: '#e15759', selective: '#f28e2b', full: '#4e79a7', capacity: '#222',
 };
 Chart.defaults.animation = false;
@@ -248,11 +250,13 @@ function stackChart(j, out) {
   const stages = out.stages.length ? out.stages : [{
     weights: j.memory.weights_bytes, gradients: j.memory.gradients_bytes, optimizer: j.memory.optimizer_bytes,
     activations: j.memory.activations_bytes, transient: j.memory.transient_bytes,
+    workspaces: j.memory.workspaces_bytes ?? 0, fp8_weight_cache: 0,
   }];
   const labels = stages.map((_, i) => stages.length > 1 ? `stage ${i}${i === out.peak_stage ? ' (peak)' : ''}` : 'per GPU');
-  const parts = ['weights', 'gradients', 'optimizer', 'activations', 'transient'];
+  // Every part of a stage's total (StageTotals::total): the bars add up to the peak.
+  const parts = ['weights', 'gradients', 'optimizer', 'fp8_weight_cache', 'workspaces', 'activations', 'transient'];
   const datasets = parts.map(p => ({
-    label: p, data: stages.map(s => s[p] / GiB), backgroundColor: COLORS[p], stack: 'm', order: 2,
+    label: p.replace(/_/g, ' '), data: stages.map(s => s[p] / GiB), backgroundColor: COLORS[p], stack: 'm', order: 2,
   }));
   datasets.push({ label: 'reserve', data: stages.map(() => j.memory.reserve_bytes / GiB), backgroundColor: COLORS.reserve, stack: 'm', order: 2 });
   if (j.fit) {

@@ -155,6 +155,15 @@ def check_training_numbers(page, j, what):
     for region in ("layer", "embedding", "shared", "head"):
         expected += [[t["name"], t["formula"], f"{t['bytes']:,}"] for t in j["activations"]["tensors"] if t["region"] == region]
     check(shown == expected, f"{what}: tensor table ({len(shown)} rows) != the JSON's tensors ({len(expected)})")
+    # The memory chart's bar for the peak stage adds up to the peak (every part of it drawn: workspaces
+    # and the fp8 weight cache too), the reserve and allowances stacked on top.
+    bar = page.js("""const c = window.actmemCharts['chart-stack']; if (!c) return null;
+                     const i = Math.max(0, c.data.labels.findIndex(l => l.includes('(peak)')));
+                     return c.data.datasets.filter(d => d.label != 'reserve' && d.label != 'allowances')
+                                           .reduce((sum, d) => sum + (d.data[i] || 0), 0);""")
+    want = (j["memory"]["total_bytes"] - j["memory"]["reserve_bytes"]) / 1024**3
+    check(bar is not None and abs(bar - want) < 1e-6 * max(want, 1),
+          f"{what}: the memory chart's peak bar adds up to {bar} GiB, the peak without the reserve is {want:.6f} GiB")
 
 
 def main():
