@@ -46,7 +46,7 @@ const std::array kRows{
     Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET(option_text, attention)},
     Row{{"dtype", OptionKind::kText, "activation dtype"}, ACTMEM_SET(option_text, dtype)},
     Row{{"weight_dtype", OptionKind::kText, "bf16, fp16 or fp32"}, ACTMEM_SET(option_text, weight_dtype)},
-    Row{{"grad_dtype", OptionKind::kText, "gradient dtype (default: weights')"}, ACTMEM_SET(option_text, grad_dtype)},
+    Row{{"grad_dtype", OptionKind::kText, "gradient dtype (default: the weights'; fp32 for bf16 under megatron)"}, ACTMEM_SET(option_text, grad_dtype)},
     Row{{"optimizer", OptionKind::kText, "adamw, adamw-8bit or sgd"}, ACTMEM_SET(option_text, optimizer)},
     Row{{"gpus", OptionKind::kCount, "number of GPUs"}, ACTMEM_SET(option_count, gpus)},
     Row{{"seq_len", OptionKind::kCount, "sequence length"}, ACTMEM_SET(option_count, seq_len)},
@@ -92,7 +92,9 @@ Expected<Workload> to_workload(const PlanOptions& o) {
   if (!optimizer) return optimizer.error();
   auto dtype = parse_dtype(o.dtype);
   auto weight = parse_dtype(o.weight_dtype);
-  auto grad = parse_dtype(o.grad_dtype.empty() ? o.weight_dtype : o.grad_dtype);
+  // Unset: the weights', or fp32 for bf16 under Megatron (default_grad_dtype, options.h).
+  auto grad = o.grad_dtype.empty() ? Expected<DType>(default_grad_dtype(*framework, weight ? *weight : DType::kBF16))
+                                   : parse_dtype(o.grad_dtype);
   if (!dtype) return Error{ErrorKind::kInvalid, "dtype", "@dtype: " + dtype.error().message};
   if (!weight) return Error{ErrorKind::kInvalid, "weight_dtype", "@weight_dtype: " + weight.error().message};
   if (!grad) return Error{ErrorKind::kInvalid, "grad_dtype", "@grad_dtype: " + grad.error().message};

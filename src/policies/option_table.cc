@@ -184,8 +184,14 @@ Expected<void> set_weight_dtype(TrainingSettings& s, std::string_view n, const O
   auto d = as_dtype(n, v);
   if (!d) return d.error();
   s.workload.weight_dtype = *d;
-  if (!s.grad_dtype_set) s.workload.grad_dtype = *d;  // gradients follow the weights by default
+  if (!s.grad_dtype_set) s.workload.grad_dtype = default_grad_dtype(s.workload.framework, *d);
   return {};
+}
+
+Expected<void> set_framework(TrainingSettings& s, std::string_view n, const OptionValue& v) {
+  auto ok = set_name<WORKLOAD_FIELD(framework), kFrameworkNames>(s, n, v);
+  if (ok && !s.grad_dtype_set) s.workload.grad_dtype = default_grad_dtype(s.workload.framework, s.workload.weight_dtype);
+  return ok;
 }
 
 Expected<void> set_grad_dtype(TrainingSettings& s, std::string_view n, const OptionValue& v) {
@@ -352,7 +358,8 @@ const std::array kSpecs{
         {.min = 1, .max = static_cast<double>(limits::kMaxSeqLen)}),
     row("micro_batch", kJob, count<LAYOUT(micro_batch)>(), "micro-batch size b (rows per forward)", "2",
         {.min = 1, .max = static_cast<double>(limits::kMaxMicroBatch)}),
-    row("framework", kJob, named<WORKLOAD(framework), kFrameworkNames>(),
+    row("framework", kJob, {OptionKind::kText, OptionScope::kWorkload, set_framework,
+                            get_name<WORKLOAD_FIELD(framework), kFrameworkNames>, valid_names<kFrameworkNames>},
         "whose save rules: hf (transformers eager), megatron (Megatron-core) or torchtitan (its Llama 3 with FSDP2)",
         "megatron"),
     row("attention", kJob, named<WORKLOAD(attention), kAttentionNames>(), "the attention kernel", "sdpa"),
@@ -422,7 +429,8 @@ const std::array kSpecs{
         "the weights' dtype", "fp32"),
     row("grad_dtype", kPrecisionGroup, {OptionKind::kText, OptionScope::kWorkload, set_grad_dtype,
                                         get_dtype<WORKLOAD_FIELD(grad_dtype)>, training_dtypes},
-        "gradient dtype (fp32: fp32 accumulation)", "fp32", {.default_note = "the weights'"}),
+        "gradient dtype (fp32: fp32 accumulation)", "fp32",
+        {.default_note = "the weights'; fp32 for bf16 weights under @framework megatron, as Megatron-LM does"}),
     row("precision", kPrecisionGroup, named<WORKLOAD(precision), kPrecisionNames>(),
         "mixed (fp32 master weights and fp32 optimizer state) or pure (all in the weight dtype)", "pure"),
     row("offload_optimizer", kPrecisionGroup, flag<LAYOUT(offload_optimizer)>(),

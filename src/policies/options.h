@@ -104,6 +104,15 @@ inline constexpr NameTable<ExpertsImpl, 3> kExpertsImplNames{
       {ExpertsImpl::kEager, "eager"},
       {ExpertsImpl::kBatchedMm, "batched_mm"}}}};
 
+/// The gradients' dtype when none is given: the weights', except under Megatron-LM, which
+/// accumulates and all-reduces a bf16 model's gradients in fp32 (megatron/training/arguments.py:
+/// --bf16 sets accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16). The option table
+/// (set_training_option: framework, weight_dtype) and the planner apply it; a Workload built by hand
+/// keeps what it is given.
+constexpr DType default_grad_dtype(Framework framework, DType weight_dtype) {
+  return framework == Framework::kMegatron && weight_dtype == DType::kBF16 ? DType::kFP32 : weight_dtype;
+}
+
 /// What is fixed for a prepared model.
 struct Workload {
   Framework framework = Framework::kHF;

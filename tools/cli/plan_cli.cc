@@ -281,7 +281,7 @@ std::function<int()> add_plan_command(CLI::App& app) {
   cmd->add_option("--attention", f->o.attention, "eager, sdpa or flash")->capture_default_str();
   cmd->add_option("--dtype", f->o.dtype, "activation dtype")->capture_default_str();
   cmd->add_option("--weight-dtype", f->o.weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
-  cmd->add_option("--grad-dtype", f->o.grad_dtype, "gradient dtype (default: weights')");
+  cmd->add_option("--grad-dtype", f->o.grad_dtype, "gradient dtype (default: the weights'; fp32 for bf16 under megatron)");
   cmd->add_option("--optimizer", f->o.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
   cmd->add_option("--gpus", f->o.gpus, "number of GPUs");
   cmd->add_option("--seq-len", f->o.seq_len, "sequence length")->capture_default_str();
