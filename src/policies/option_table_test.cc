@@ -39,6 +39,26 @@ TEST(OptionTable, GradDtypeFollowsWeightsUntilSet) {
   EXPECT_EQ(b.workload.grad_dtype, DType::kFP32);
 }
 
+// Megatron-LM keeps a bf16 model's gradients in fp32 (megatron/training/arguments.py: --bf16 sets
+// accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16), fp16 ones in fp16; whichever
+// of framework and weight_dtype is set first. A gradient dtype given stays.
+TEST(OptionTable, MegatronKeepsBf16GradientsInFp32) {
+  TrainingSettings a;
+  ASSERT_TRUE(set_training_option(a, "framework", std::string("megatron")));
+  EXPECT_EQ(a.workload.grad_dtype, DType::kFP32);
+  ASSERT_TRUE(set_training_option(a, "weight_dtype", std::string("fp16")));
+  EXPECT_EQ(a.workload.grad_dtype, DType::kFP16);
+  TrainingSettings b;
+  ASSERT_TRUE(set_training_option(b, "weight_dtype", std::string("bf16")));
+  EXPECT_EQ(b.workload.grad_dtype, DType::kBF16);  // transformers' Trainer: the weights'
+  ASSERT_TRUE(set_training_option(b, "framework", std::string("megatron")));
+  EXPECT_EQ(b.workload.grad_dtype, DType::kFP32);
+  TrainingSettings c;
+  ASSERT_TRUE(set_training_option(c, "grad_dtype", std::string("bf16")));  // --grad-reduce-in-bf16
+  ASSERT_TRUE(set_training_option(c, "framework", std::string("megatron")));
+  EXPECT_EQ(c.workload.grad_dtype, DType::kBF16);
+}
+
 TEST(OptionTable, ErrorsNameTheOption) {
   TrainingSettings s;
   auto unknown = set_training_option(s, "seqlen", int64_t{1});
