@@ -335,18 +335,10 @@ std::string plan_request(const std::string& request) {
   auto result = plan(prepared->model, p);
   if (!result) return failure(result.error());
   // The workload flags `actmem plan` repeats in each row: the library's plan_workload_flags().
-  const json o = req.value("options", json::object());
-  const auto text = [&](const char* name, const std::string& fallback) {
-    return o.contains(name) && o[name].is_string() ? o[name].get<std::string>() : fallback;
-  };
+  // The page plans the workload its form states (prepared above): every workload option.
   PlanOptions flags;
   flags.model = prepared->model.name();
-  flags.framework = text("framework", "hf");
-  flags.attention = text("attention", flags.attention);
-  flags.dtype = text("dtype", flags.dtype);
-  flags.weight_dtype = text("weight_dtype", flags.weight_dtype);
-  flags.grad_dtype = text("grad_dtype", flags.grad_dtype);
-  flags.optimizer = text("optimizer", flags.optimizer);
+  flags.training = prepared->settings;
   const std::string prefix = plan_workload_flags(flags);
   json out{{"ok", true},
            {"json", plan_json(*result, p, prepared->model.name(), (*gpu)->gpu_name, prefix, " --gpu " + (*gpu)->gpu_name).dump(2)}};

@@ -42,12 +42,6 @@ Expected<std::size_t> option_top(std::string_view name, const OptionValue& v) {
 }
 
 const std::array kRows{
-    Row{{"framework", OptionKind::kText, "hf or megatron"}, ACTMEM_SET(option_text, framework)},
-    Row{{"attention", OptionKind::kText, "eager, sdpa or flash"}, ACTMEM_SET(option_text, attention)},
-    Row{{"dtype", OptionKind::kText, "activation dtype"}, ACTMEM_SET(option_text, dtype)},
-    Row{{"weight_dtype", OptionKind::kText, "bf16, fp16 or fp32"}, ACTMEM_SET(option_text, weight_dtype)},
-    Row{{"grad_dtype", OptionKind::kText, "gradient dtype (default: the weights'; fp32 for bf16 under megatron)"}, ACTMEM_SET(option_text, grad_dtype)},
-    Row{{"optimizer", OptionKind::kText, "adamw, adamw-8bit or sgd"}, ACTMEM_SET(option_text, optimizer)},
     Row{{"gpus", OptionKind::kCount, "number of GPUs"}, ACTMEM_SET(option_count, gpus)},
     Row{{"seq_len", OptionKind::kCount, "sequence length"}, ACTMEM_SET(option_count, seq_len)},
     Row{{"global_batch", OptionKind::kCount, "sequences per optimizer step"}, ACTMEM_SET(option_count, global_batch)},
@@ -82,31 +76,6 @@ const std::array<OptionInfo, kRows.size()> kInfos = [] {
   return infos;
 }();
 
-Expected<Workload> to_workload(const PlanOptions& o) {
-  Workload w;
-  auto framework = kFrameworkNames.parse(o.framework);
-  if (!framework) return framework.error();
-  auto attention = kAttentionNames.parse(o.attention);
-  if (!attention) return attention.error();
-  auto optimizer = kOptimizerNames.parse(o.optimizer);
-  if (!optimizer) return optimizer.error();
-  auto dtype = parse_dtype(o.dtype);
-  auto weight = parse_dtype(o.weight_dtype);
-  // Unset: the weights', or fp32 for bf16 under Megatron (default_grad_dtype, options.h).
-  auto grad = o.grad_dtype.empty() ? Expected<DType>(default_grad_dtype(*framework, weight ? *weight : DType::kBF16))
-                                   : parse_dtype(o.grad_dtype);
-  if (!dtype) return Error{ErrorKind::kInvalid, "dtype", "@dtype: " + dtype.error().message};
-  if (!weight) return Error{ErrorKind::kInvalid, "weight_dtype", "@weight_dtype: " + weight.error().message};
-  if (!grad) return Error{ErrorKind::kInvalid, "grad_dtype", "@grad_dtype: " + grad.error().message};
-  w.framework = *framework;
-  w.attention = *attention;
-  w.optimizer = *optimizer;
-  w.dtype = *dtype;
-  w.weight_dtype = *weight;
-  w.grad_dtype = *grad;
-  return w;
-}
-
 }  // namespace
 
 std::span<const OptionInfo> plan_options() { return kInfos; }
@@ -116,21 +85,50 @@ Expected<void> set_plan_option(PlanOptions& o, std::string_view name, const Opti
     if (r.info.name == name) return r.set(o, name, value);
   for (const auto& m : machine_options())
     if (m.name == name) return set_machine_option(o.machine, name, value);
+  if (const OptionSpec* spec = find_training_option(name)) {
+    if (spec->scope == OptionScope::kWorkload) return set_training_option(o.training, name, value);
+    return Error{ErrorKind::kInvalid, std::string(name),
+                 fmt::format("@{} is a layout option, which the planner searches: pin or bound the layout with "
+                             "the plan's own options (@tp, @pp, @recompute, @max_tp, ...)",
+                             name)};
+  }
   std::vector<std::string_view> names;
   for (const auto& r : kRows) names.push_back(r.info.name);
   for (const auto& m : machine_options()) names.push_back(m.name);
+  for (const auto& t : training_options())
+    if (t.scope == OptionScope::kWorkload) names.push_back(t.name);
   const auto guess = closest_name(name, names);
   return Error{ErrorKind::kUnknownName, std::string(name),
                fmt::format("unknown option @{}{}", name, guess ? fmt::format("; did you mean @{}?", *guess) : "")};
 }
 
+TrainingSettings plan_training_defaults() {
+  TrainingSettings s;
+  (void)set_training_option(s, "framework", std::string(kFrameworkNames.name(kPlanDefaultFramework)));
+  return s;
+}
+
 std::string plan_workload_flags(const PlanOptions& o) {
-  std::string s = fmt::format("--model {} --framework {}", o.model, o.framework);
-  if (o.attention != "flash") s += " --attention " + o.attention;
-  if (o.dtype != "bf16") s += " --dtype " + o.dtype;
-  if (o.weight_dtype != "bf16") s += " --weight-dtype " + o.weight_dtype;
-  if (!o.grad_dtype.empty()) s += " --grad-dtype " + o.grad_dtype;
-  if (o.optimizer != "adamw") s += " --optimizer " + o.optimizer;
+  // Replayed in the table's order on estimate's defaults: an option is repeated where its value
+  // still differs, so what follows from an earlier one (fp32 gradients from megatron) is not.
+  std::string s = "--model " + o.model;
+  TrainingSettings replay;
+  for (const OptionSpec& spec : training_options()) {
+    if (spec.scope != OptionScope::kWorkload) continue;
+    const auto value = spec.get(o.training.workload, o.training.layout);
+    if (!value || value == spec.get(replay.workload, replay.layout)) continue;
+    std::string flag = "--" + std::string(spec.name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (const bool* on = std::get_if<bool>(&*value)) {
+      if (!*on) continue;  // a switch cannot be given off
+      s += " " + flag;
+    } else if (const std::string* text = std::get_if<std::string>(&*value)) {
+      s += " " + flag + " " + *text;
+    } else {
+      s += " " + flag + " " + std::visit([](auto x) { return fmt::format("{}", x); }, *value);
+    }
+    (void)spec.set(replay, spec.name, *value);
+  }
   return s;
 }
 
@@ -142,8 +140,7 @@ std::string plan_machine_flags(const MachineOptions& m) {
 }
 
 Expected<PlanSetup> to_plan_request(const PlanOptions& o, const std::optional<ModelSpec>& spec) {
-  auto workload = to_workload(o);
-  if (!workload) return workload.error();
+  const Workload* workload = &o.training.workload;
   if (!o.machine.given())
     return Error{ErrorKind::kInvalid, "gpu", "@gpu: the planner needs a GPU, e.g. @gpu h100-80gb"};
   if (o.machine.gpu.empty())

@@ -24,15 +24,21 @@
 
 namespace actmem {
 
-/// The plan's options as typed: names as text ("megatron", "bf16"), parsed by to_plan_request().
+/// The planner's framework when none is given: Megatron-LM, whose parallelism (TP, SP, PP, VPP, CP,
+/// EP) it searches; `estimate` defaults to the option table's (hf). @framework hf or torchtitan plans
+/// what those run.
+inline constexpr Framework kPlanDefaultFramework = Framework::kMegatron;
+
+/// The workload a plan starts from: the option table's defaults with kPlanDefaultFramework set
+/// through the table (so its rules follow: Megatron's fp32 gradients for bf16, default_grad_dtype).
+TrainingSettings plan_training_defaults();
+
+/// The plan's options. The workload is the training option table's (`training`: every option of
+/// scope workload, set by name through set_plan_option(): framework, attention, dtypes, optimizer,
+/// LoRA, loss, fp8, ...); the layout is what the planner searches, with the pins and bounds below.
 struct PlanOptions {
   std::string model = "llama-3-70b";
-  std::string framework = "megatron";
-  std::string attention = "flash";
-  std::string dtype = "bf16";
-  std::string weight_dtype = "bf16";
-  std::string grad_dtype;  // empty: the weights'
-  std::string optimizer = "adamw";
+  TrainingSettings training = plan_training_defaults();  // only its workload is read
   int64_t gpus = 0;
   int64_t seq_len = 8192;
   std::optional<int64_t> global_batch, global_batch_tokens;
@@ -48,8 +54,9 @@ struct PlanOptions {
   MachineOptions machine;
 };
 
-/// The plan's options by name, as the CLI's flags are named (framework, gpus, global_batch, tp, max_tp,
-/// top, ...; not model, which front ends take apart). set_plan_option() also takes machine_options().
+/// The plan's own options by name, as the CLI's flags are named (gpus, global_batch, tp, max_tp, top,
+/// ...; not model, which front ends take apart). set_plan_option() also takes machine_options() and
+/// the training option table's workload options (framework, attention, lora_rank, ...).
 std::span<const OptionInfo> plan_options();
 Expected<void> set_plan_option(PlanOptions& o, std::string_view name, const OptionValue& value);
 
@@ -68,8 +75,9 @@ struct PlanSetup {
 /// `spec`: the model when the front end has read it already (Python's dict); else o.model is loaded.
 Expected<PlanSetup> to_plan_request(const PlanOptions& o, const std::optional<ModelSpec>& spec = std::nullopt);
 
-/// The workload flags every row's `actmem estimate` command repeats (non-defaults only):
-/// "--model llama-3-8b --framework megatron [--attention ...]".
+/// The workload flags every row's `actmem estimate` command repeats: the model and each workload
+/// option whose value `estimate` would not take by itself, in the table's order:
+/// "--model llama-3-8b --framework megatron [--attention sdpa --lora-rank 16 ...]".
 std::string plan_workload_flags(const PlanOptions& o);
 /// The machine's flags for the same commands: " --gpu h100-80gb [--gpu-memory 80GiB]".
 std::string plan_machine_flags(const MachineOptions& m);

@@ -585,10 +585,9 @@ std::optional<OptionValue> get_training_option(const TrainingSettings& settings,
   return spec->get(settings.workload, settings.layout);
 }
 
-std::string option_default_text(const OptionSpec& spec) {
+std::string option_default_text(const OptionSpec& spec, const TrainingSettings& defaults) {
   if (!spec.default_note.empty()) return std::string(spec.default_note);
-  static const TrainingSettings kDefaults;
-  const auto value = spec.get(kDefaults.workload, kDefaults.layout);
+  const auto value = spec.get(defaults.workload, defaults.layout);
   if (!value) return "unset";
   if (const auto* text = std::get_if<std::string>(&*value)) return *text;
   if (const auto* on = std::get_if<bool>(&*value)) return *on ? "on" : "off";

@@ -115,8 +115,8 @@ Expected<void> set_training_option(TrainingSettings& settings, std::string_view 
 std::optional<OptionValue> get_training_option(const TrainingSettings& settings, std::string_view name);
 
 /// The option's default, as text for help screens and docs: "8192", "hf", "off", "from config.json"
-/// (options as @name).
-std::string option_default_text(const OptionSpec& spec);
+/// (options as @name); `defaults`: a front end's own (the planner's framework), else the table's.
+std::string option_default_text(const OptionSpec& spec, const TrainingSettings& defaults = {});
 /// The valid spellings of a named option ("none, selective, full"), empty for others.
 std::string option_choices(const OptionSpec& spec);
 

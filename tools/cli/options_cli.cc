@@ -83,7 +83,8 @@ std::string options_markdown() {
       "\n"
       "Kinds: *count* a whole number, *real* a number, *text* a name, *size* bytes or a size like `2GiB`,\n"
       "*flag* a switch (`--sp`; `sp=True` in Python). *Scope*: a *workload* option changes which tensors\n"
-      "exist (the model is prepared once per workload); a *layout* option only binds numbers (the planner\n"
+      "exist (the model is prepared once per workload; each is a flag and keyword of `plan` too, where\n"
+      "`--framework` defaults to megatron); a *layout* option only binds numbers (the planner\n"
       "searches these). *Range*: what every front end checks before estimating; other numbers are checked\n"
       "against the model. Options marked *advanced* are folded away on the web page.\n";
   std::optional<OptionGroup> group;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "table_flags.h"  // the workload options, from the library's table
 
 namespace actmem::cli {
 
@@ -100,6 +101,7 @@ namespace {
 /// `plan`'s flags: the library's PlanOptions (shared with Python's actmem.plan()) and what only the CLI has.
 struct PlanFlags {
   PlanOptions o;
+  TableFlags workload;  // the option table's workload options, set into o.training
   std::string from;
   bool json = false, explain = false;
 };
@@ -132,6 +134,10 @@ std::string render_time(const PlannedLayout& pl, const Cluster& c) {
 }
 
 int run_from(const PlanFlags& f) {
+  for (const TableFlag& t : f.workload.flags)
+    if (t.given())
+      return report_error(Error{fmt::format("{} with --from: give it inside --from's flags, which state the job",
+                                            t.option->get_name())});
   auto args = parse_estimate_args(f.from);
   if (!args) return report_error(args.error());
   FitFlags fit = args->fit.given() ? args->fit : f.o.machine;
@@ -174,9 +180,29 @@ int run_from(const PlanFlags& f) {
   return 0;
 }
 
+/// The plan's options with the workload flags given set through the table, on the planner's defaults.
+Expected<PlanOptions> plan_options_of(const PlanFlags& f) {
+  PlanOptions o = f.o;
+  auto workload = to_settings(f.workload, o.training);
+  if (!workload) return workload.error();
+  o.training = std::move(*workload);
+  return o;
+}
+
+/// "19,110 layouts, 19,110 valid, 3,836 fit (+10,768 evaluations ...), searched in 14.2 ms".
+std::string search_summary(const PlanResult& r) {
+  return fmt::format("{} layouts, {} valid, {} fit{}, searched in {:.1f} ms", group_digits(r.searched),
+                     group_digits(r.valid), group_digits(r.fitting),
+                     r.refined > 0 ? fmt::format(" (+{} evaluations for the fewest recomputed layers)", group_digits(r.refined))
+                                   : std::string(),
+                     r.search_ms);
+}
+
 int run_plan(const PlanFlags& f) {
   if (!f.from.empty()) return run_from(f);
-  auto setup = to_plan_request(f.o);
+  auto options = plan_options_of(f);
+  if (!options) return report_error(options.error());
+  auto setup = to_plan_request(*options);
   if (!setup) return report_error(setup.error());
   const PlanRequest& req = setup->request;
   const Machine& machine = setup->machine;
@@ -186,13 +212,7 @@ int run_plan(const PlanFlags& f) {
 
   const std::string prefix = "actmem estimate " + setup->flags_prefix;
   const std::string& suffix = setup->flags_suffix;
-  const std::string search_line =
-      fmt::format("{} layouts, {} valid, {} fit{}, searched in {:.1f} ms", group_digits(result->searched),
-                  group_digits(result->valid), group_digits(result->fitting),
-                  result->refined > 0
-                      ? fmt::format(" (+{} evaluations for the fewest recomputed layers)", group_digits(result->refined))
-                      : std::string(),
-                  result->search_ms);
+  const std::string search_line = search_summary(*result);
   if (f.json) {
     fmt::print("{}\n", plan_json(*result, *setup).dump(2));
     return result->fitting > 0 ? 0 : 2;
@@ -277,12 +297,6 @@ std::function<int()> add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   auto* cmd = app.add_subcommand("plan", "Which layout fits N GPUs and runs fastest; --from: what to change");
   cmd->add_option("--model", f->o.model, "config.json path or preset name")->capture_default_str();
-  cmd->add_option("--framework", f->o.framework, "hf or megatron")->capture_default_str();
-  cmd->add_option("--attention", f->o.attention, "eager, sdpa or flash")->capture_default_str();
-  cmd->add_option("--dtype", f->o.dtype, "activation dtype")->capture_default_str();
-  cmd->add_option("--weight-dtype", f->o.weight_dtype, "bf16, fp16 or fp32")->capture_default_str();
-  cmd->add_option("--grad-dtype", f->o.grad_dtype, "gradient dtype (default: the weights'; fp32 for bf16 under megatron)");
-  cmd->add_option("--optimizer", f->o.optimizer, "adamw, adamw-8bit or sgd")->capture_default_str();
   cmd->add_option("--gpus", f->o.gpus, "number of GPUs");
   cmd->add_option("--seq-len", f->o.seq_len, "sequence length")->capture_default_str();
   cmd->add_option("--global-batch", f->o.global_batch, "sequences per optimizer step");
@@ -309,6 +323,9 @@ std::function<int()> add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", f->json, "machine-readable output");
   cmd->add_flag("--explain", f->explain, "the time model's terms for the best layout");
   add_fit_flags(cmd, f->o.machine);
+  // The workload's options (framework, attention, dtypes, LoRA, loss, ...): the option table's, as
+  // `estimate` has them, with the planner's framework as the default shown.
+  add_table_flags(cmd, f->workload, OptionScope::kWorkload, plan_training_defaults());
   return [f] { return run_plan(*f); };
 }
 

@@ -47,6 +47,33 @@ TEST(PlanCli, JsonRowsAreReproducedByEstimate) {
   }
 }
 
+// The plan's workload is the option table's (every workload option of `estimate`): a LoRA
+// fine-tune under HF with sdpa is planned, and each row's command repeats exactly the options that
+// differ from estimate's defaults, so it reproduces the row's bytes.
+TEST(PlanCli, WorkloadOptionsComeFromTheTable) {
+  Result r = run(std::string(kPlan) + " --framework hf --attention sdpa --lora-rank 16 --lora-targets all --top 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out)["plan"]["layouts"];
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    const std::string flags = row["flags"].get<std::string>();
+    ASSERT_EQ(flags.rfind("--model llama-3-8b --attention sdpa --lora-rank 16 --lora-targets q,k,v,o,gate,up,down ", 0),
+              0u)
+        << flags;
+    Result e = run("estimate " + flags + " --json");
+    ASSERT_EQ(e.code, 0) << flags << "\n" << e.err;
+    EXPECT_EQ(nlohmann::json::parse(e.out)["memory"]["total_bytes"].get<int64_t>(), row["peak_bytes"].get<int64_t>());
+  }
+  // Megatron's fp32 gradients follow from the framework: not repeated as --grad-dtype.
+  Result m = run(std::string(kPlan) + " --top 1 --json");
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(nlohmann::json::parse(m.out)["plan"]["layouts"][0]["flags"].get<std::string>().find("--grad-dtype"),
+            std::string::npos);
+  Result from = run("plan --from \"--model llama-3-8b --gpu h100-80gb\" --framework hf");
+  EXPECT_EQ(from.code, 2);
+  EXPECT_EQ(from.err, "actmem: --framework with --from: give it inside --from's flags, which state the job\n");
+}
+
 TEST(PlanCli, TableHasTheSearchLineAndExplain) {
   Result r = run(std::string(kPlan) + " --top 3 --explain");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -68,19 +68,21 @@ std::string flag_help(const OptionSpec& spec) {
   return wrap(help, kHelpDescriptionWidth);
 }
 
-void add_table_flags(CLI::App* cmd, TableFlags& t) {
-  const auto specs = training_options();
+void add_table_flags(CLI::App* cmd, TableFlags& t, std::optional<OptionScope> only, const TrainingSettings& defaults) {
+  std::vector<const OptionSpec*> specs;
+  for (const OptionSpec& spec : training_options())
+    if (!only || spec.scope == *only) specs.push_back(&spec);
   t.flags.assign(specs.size(), TableFlag{});
   for (std::size_t i = 0; i < specs.size(); ++i) {
     TableFlag& f = t.flags[i];
-    f.spec = &specs[i];
+    f.spec = specs[i];
     const std::string flag = flag_of(std::string(f.spec->name));
     CLI::Option* o = nullptr;
     if (f.spec->kind == OptionKind::kFlag) {
       o = cmd->add_flag(flag, f.on, flag_help(*f.spec))->multi_option_policy(CLI::MultiOptionPolicy::Throw);
     } else {
       o = cmd->add_option(flag, f.text, flag_help(*f.spec))->type_name(type_name(f.spec->kind));
-      if (f.spec->default_note.empty()) o->default_str(option_default_text(*f.spec));
+      if (f.spec->default_note.empty()) o->default_str(option_default_text(*f.spec, defaults));
     }
     o->group(std::string(option_group_name(f.spec->group)));
     f.option = o;

@@ -3,6 +3,7 @@
 // through the table once parsed. And CLI11's parse errors in actmem's words.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,10 @@ struct TableFlags {
 };
 
 /// Adds every table option to `cmd`. Example: add_table_flags(cmd, t) adds --seq-len INT [8192].
-void add_table_flags(CLI::App* cmd, TableFlags& t);
+/// `only`: just the options of that scope (`plan` takes the workload's); `defaults`: the defaults
+/// the help shows (a command's own, as plan's framework).
+void add_table_flags(CLI::App* cmd, TableFlags& t, std::optional<OptionScope> only = std::nullopt,
+                     const TrainingSettings& defaults = {});
 
 /// The flags given, set through the table in its order on top of `in` (the defaults, or what a
 /// --from file set: a flag not given leaves its value standing). The first bad value is the error.

@@ -84,8 +84,9 @@ def generate(model, **options):
 def plan(model, **options):
     """Which layout fits and runs fastest: `actmem plan --json` as a dict (its plan.search_ms is the
     search's own time and varies). Keywords as the CLI's flags: gpus=, gpu=, global_batch= or
-    global_batch_tokens=, seq_len=, framework=, pins (tp=, pp=, zero=, recompute=, sp=True, ...), bounds
-    (max_tp=, ...), top=, and the machine keywords (machine_options()). When nothing fits, the dict has
+    global_batch_tokens=, seq_len=, pins (tp=, pp=, zero=, recompute=, sp=True, ...), bounds (max_tp=,
+    ...), top=, the machine keywords (machine_options()) and every workload keyword of estimate()
+    (framework=, default "megatron" here; attention=, lora_rank=, loss=, ...: training_options()). When nothing fits, the dict has
     plan.fitting == 0 and plan.closest (the valid layout needing the least memory), as the CLI prints it."""
     return _json.loads(_native.plan_json(*_model(model), options))
 
