@@ -17,6 +17,9 @@ CASES = [
     ("qwen2.5-7b", dict(gpus=8, gpu="a100-80gb", seq_len=4096, global_batch=32, framework="hf", zero=3, sp=False,
                         gpus_per_node=4, fragmentation=0.1)),
     ("llama-3-70b", dict(gpus=2, gpu="a100-40gb", global_batch=8)),
+    # Workload keywords of the training option table (estimate's): a LoRA fine-tune under HF.
+    ("llama-3-8b", dict(gpus=8, gpu="h100-80gb", global_batch=64, framework="hf", attention="sdpa", lora_rank=16,
+                        top=2)),
 ]
 
 
