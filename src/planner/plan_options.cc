@@ -140,7 +140,7 @@ std::string plan_machine_flags(const MachineOptions& m) {
 }
 
 Expected<PlanSetup> to_plan_request(const PlanOptions& o, const std::optional<ModelSpec>& spec) {
-  const Workload* workload = &o.training.workload;
+  const Workload& workload = o.training.workload;
   if (!o.machine.given())
     return Error{ErrorKind::kInvalid, "gpu", "@gpu: the planner needs a GPU, e.g. @gpu h100-80gb"};
   if (o.machine.gpu.empty())
@@ -174,7 +174,7 @@ Expected<PlanSetup> to_plan_request(const PlanOptions& o, const std::optional<Mo
     model = std::move(*loaded);
     model.name = o.model;
   }
-  auto prepared = prepare(model, *workload);
+  auto prepared = prepare(model, workload);
   if (!prepared) return prepared.error();
 
   PlanRequest req;
