@@ -3,7 +3,7 @@
 // Run: cmake --preset release && cmake --build --preset release && ./build/actmem_bench --benchmark_filter=Plan
 #include <benchmark/benchmark.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 
 #include <emscripten/bind.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem::web {
 

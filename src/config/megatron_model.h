@@ -12,7 +12,7 @@
 
 #include "config/megatron_reader.h"
 #include "config/training_config.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

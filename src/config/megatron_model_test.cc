@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "config/config_test_util.h"
 #include "model/hf_config.h"
 #include "model/params.h"

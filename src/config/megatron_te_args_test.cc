@@ -3,7 +3,7 @@
 // --activation-func-fp8-input-store, --recompute-modules nargs='*').
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "config/config_test_util.h"
 #include "config/training_config.h"
 

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
+#include "config/training_config.h"
+#include "util/text_table.h"  // group_digits
 
 namespace actmem {
 

@@ -17,7 +17,7 @@
 
 #include "model/model_spec.h"
 #include "policies/options.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

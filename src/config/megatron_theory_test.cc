@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {
@@ -19,13 +19,13 @@ namespace {
 const std::string kData = std::string(ACTMEM_SOURCE_DIR) + "/examples/";
 constexpr double kMiB = 1024.0 * 1024.0;
 
-struct Job {
+struct TheoryJob {
   TrainingConfig config;
   TrainingSettings settings;
 };
 
-Job read(const std::string& file) {
-  Job job;
+TheoryJob read(const std::string& file) {
+  TheoryJob job;
   auto c = load_training_config(kData + file);
   EXPECT_TRUE(c) << c.error().message;
   job.config = *c;
@@ -36,7 +36,7 @@ Job read(const std::string& file) {
 // examples/llama/train_llama3_8b_h200_bf16.sh: 8 GPUs, TP 1 (so no SP), distributed optimizer,
 // Megatron's default LayerNorm, 16 micro-batches (128 / (1 × 8)).
 TEST(MegatronTheory, Llama3_8bScript) {
-  Job job = read("megatron_llama3_8b.sh");
+  TheoryJob job = read("megatron_llama3_8b.sh");
   ASSERT_TRUE(job.config.model);
   auto m = megatron_theoretical_memory(*job.config.model, job.settings.layout, int64_t{16});
   ASSERT_TRUE(m) << m.error().message;
@@ -62,7 +62,7 @@ TEST(MegatronTheory, Llama3_8bScript) {
 // examples/gpt3/train_gpt3_175b_distributed.sh: TP 8 × PP 16, tied embeddings; Megatron's world of
 // 128 GPUs is dp 1; micro-batches per step unknown (None: pp in flight).
 TEST(MegatronTheory, Gpt3_175bScript) {
-  Job job = read("megatron_gpt3_175b.sh");
+  TheoryJob job = read("megatron_gpt3_175b.sh");
   ASSERT_TRUE(job.config.model);
   auto m = megatron_theoretical_memory(*job.config.model, job.settings.layout, std::nullopt);
   ASSERT_TRUE(m) << m.error().message;
@@ -91,7 +91,7 @@ TEST(MegatronTheory, Gpt3_175bScript) {
 }
 
 TEST(MegatronTheory, ComparisonNamesTheReasons) {
-  Job job = read("megatron_llama3_8b.sh");
+  TheoryJob job = read("megatron_llama3_8b.sh");
   auto prepared = prepare(*job.config.model, job.settings.workload);
   ASSERT_TRUE(prepared);
   auto report = explain(*prepared, job.settings.layout);

@@ -18,7 +18,7 @@
 
 #include "model/model_spec.h"
 #include "policies/option_table.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

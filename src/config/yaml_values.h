@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/shell_words.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace YAML {
 class Node;  // yaml-cpp, included by the .cc only: the WebAssembly build, which has no yaml-cpp, still compiles callers

@@ -7,6 +7,7 @@
 // account() runs the stages of engine/stages/ (account.h lists them) in order.
 #include "engine/engine.h"
 #include "engine/stages/account.h"  // the stages account() runs
+#include "model/encoder_head.h"  // set_encoder_head(): --head
 
 #include <algorithm>
 #include <atomic>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "policies/workspaces.h"
 #include "policies/layout_checks.h"
 #include "policies/torchtitan_checks.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem::testing {
 

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "engine/engine.h"
 
 namespace actmem {

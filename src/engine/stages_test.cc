@@ -2,7 +2,7 @@
 // to the totals, and each stage's activations the in-flight bytes report_json gives per stage.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

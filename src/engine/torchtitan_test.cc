@@ -7,7 +7,7 @@
 // Ψ_head = V·h + h = 525,340,672. Job: s 8192, b 1, bf16 activations, dp 8.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

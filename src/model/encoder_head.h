@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "model/model_spec.h"
 
 namespace actmem {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "model/model_spec.h"
 
 namespace actmem {

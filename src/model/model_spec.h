@@ -12,7 +12,7 @@
 #include "model/quant_config.h"
 #include "model/vision.h"
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

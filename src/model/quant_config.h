@@ -12,7 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

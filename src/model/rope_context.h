@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model_spec.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

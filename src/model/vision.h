@@ -11,7 +11,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 
 namespace actmem {
 

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "report/render.h"  // report_json()
+#include "serve/gpu_catalog.h"  // find_gpu()
+
 namespace actmem {
 
 namespace {

@@ -17,7 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
+#include "policies/option_table.h"  // OptionInfo
 #include "planner/fit.h"
 #include "planner/plan.h"  // Change, what_to_change()
 #include "planner/plan_json.h"  // fit_json(), changes_json(), implied_global_batch(), add_fit_json()

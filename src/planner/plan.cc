@@ -1,5 +1,5 @@
 // actmem.h first: it declares what the planner builds on, then includes the planner's headers.
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "planner/plan.h"
 #include "policies/pipeline_split.h"
 

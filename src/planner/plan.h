@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "planner/fit.h"
 #include "planner/time_model.h"
 

@@ -13,7 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
+#include "planner/plan.h"  // PlanResult, Change; FitVerdict (fit.h)
 
 namespace actmem {
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "util/spellcheck.h"
+#include "model/presets.h"  // load_model()
 
 namespace actmem {
 

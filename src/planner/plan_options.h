@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "planner/machine.h"
 #include "planner/plan.h"
 #include "policies/option_table.h"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "model/params.h"  // count_params: the Table 1 sizes
 
 namespace actmem {

@@ -26,7 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
+#include "serve/gpu_catalog.h"  // GpuSpec
 
 namespace actmem {
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "config/config_test_util.h"
 #include "config/training_config.h"
 

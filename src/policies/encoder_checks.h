@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "model/model_spec.h"
 #include "policies/options.h"
 

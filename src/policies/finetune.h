@@ -17,7 +17,7 @@
 #include "policies/static_memory.h"  // StageStatic
 #include "report/breakdown.h"
 #include "util/bytes.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

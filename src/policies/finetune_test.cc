@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "model/presets.h"
 #include "policies/layout_checks.h"
 

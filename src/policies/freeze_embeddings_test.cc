@@ -3,7 +3,7 @@
 // (validation/notes/frozen-layers.md).
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

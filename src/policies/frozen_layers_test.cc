@@ -4,7 +4,7 @@
 // validation/notes/frozen-layers.md and validation/frozen_layers_validation.py.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "policies/frozen_layers.h"
 
 namespace actmem {

@@ -5,7 +5,7 @@
 // tensor is an MLP matrix f·h.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "model/arch.h"  // hf_quirks: Llama 4
 #include "model/model_spec.h"
 #include "policies/options.h"

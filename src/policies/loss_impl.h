@@ -33,7 +33,7 @@
 
 #include <fmt/format.h>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "policies/options.h"
 
 namespace actmem {

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "util/names.h"
 
 namespace actmem {

@@ -29,12 +29,10 @@
 #include <nlohmann/json.hpp>  // options_json(): the table as the web page and `actmem options --json` read it
 
 #include "policies/options.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
+#include "actmem/values.h"  // OptionValue
 
 namespace actmem {
-
-/// An option's value as a front end received it: a flag, a whole number, a real number or text.
-using OptionValue = std::variant<bool, int64_t, double, std::string>;
 
 /// The sequence length a front end assumes when none is given (the seed card's 70B at 8k).
 inline constexpr int64_t kDefaultSeqLen = 8192;

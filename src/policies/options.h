@@ -11,7 +11,7 @@
 
 #include "util/bytes.h"
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "util/names.h"
 #include "policies/megatron_options.h"
 #include "policies/parallel.h"

@@ -6,7 +6,7 @@
 // validation/packed_validation.py.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "model/hf_config.h"
 #include "policies/option_table.h"
 #include "policies/packed_docs.h"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "policies/option_table.h"
 
 namespace actmem {

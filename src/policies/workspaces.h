@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "policies/options.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "engine/engine.h"
 #include "report/breakdown.h"
 

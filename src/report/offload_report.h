@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "report/breakdown.h"
 
 namespace actmem::detail {

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "actmem/actmem.h"
+#include "engine/prepared.h"
 #include "util/text_table.h"
 #include "policies/loss_impl.h"  // loss_name (--loss)
+#include "policies/finetune.h"  // finetune_summary(), lora_targets_name()
 
 namespace actmem {
 

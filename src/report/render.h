@@ -6,13 +6,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/prepared.h"  // Report
 #include "report/breakdown.h"
 #include "model/model_spec.h"
 
 namespace actmem {
 
-// report_json(), render_table() and render_explain() of a training Report are declared in the
-// public header (actmem/actmem.h).
+/// Stable JSON: params.*, memory.*_bytes, activations.{per_layer_bytes, total_bytes, in_flight_bytes,
+/// tensors[]}, transients[], notes[] (README "JSON keys").
+nlohmann::json report_json(const Report& report);
+/// The default human-readable table.
+std::string render_table(const Report& report);
+/// Each term as `label: formula = values = bytes`, as the seed cards derive.
+std::string render_explain(const Report& report);
+
 
 /// A Term as JSON: {key, label, formula, substituted, bytes, exact, note}.
 nlohmann::json term_json(const Term& term);

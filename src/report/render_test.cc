@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

@@ -21,6 +21,7 @@
 #include "policies/packed_docs.h"  // --packed-docs: its notes
 #include "tensors/mcore_router.h"  // the Megatron router note
 #include "tensors/te_rules.h"  // megatron_notes
+#include "util/text_table.h"  // group_digits
 
 namespace actmem::detail {
 

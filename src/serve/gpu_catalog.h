@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "util/bytes.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -20,7 +20,7 @@
 #include "report/breakdown.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "util/names.h"
 #include "model/model_spec.h"
 

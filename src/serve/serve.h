@@ -33,7 +33,7 @@
 #include "report/breakdown.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "serve/kv_cache.h"
 #include "serve/vllm.h"
 #include "model/model_spec.h"

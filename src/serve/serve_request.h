@@ -18,7 +18,7 @@
 #include "model/model_spec.h"
 #include "policies/option_table.h"  // OptionValue, OptionInfo
 #include "serve/serve_render.h"     // ServeResult
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

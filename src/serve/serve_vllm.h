@@ -5,7 +5,7 @@
 #include "model/model_spec.h"
 #include "report/breakdown.h"
 #include "serve/serve.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -25,7 +25,7 @@
 #include "report/breakdown.h"
 #include "serve/kv_cache.h"
 #include "util/bytes.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "util/names.h"
 
 namespace actmem {

@@ -21,7 +21,7 @@
 #include "config/training_config.h"  // ConfigSetting: {option, value, source}
 #include "model/model_spec.h"
 #include "serve/serve_request.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "serve/vllm_command.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem::vllm_args {
 

@@ -19,7 +19,7 @@
 //    holds it to the byte (cases gpt2-hf-eager-full-*).
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem {
 namespace {

@@ -12,7 +12,7 @@
 // Mixtral-8x7B: h 4096, a 32, kv 8, d 128, E 8, k 2, fe 14336; s 4096, b 1, bf16, flash, local spec.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "policies/megatron_options.h"
 
 namespace actmem {

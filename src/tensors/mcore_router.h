@@ -6,11 +6,11 @@
 
 #include <string>
 
-#include "actmem/actmem.h"
+#include "policies/options.h"  // Workload
 #include "model/model_spec.h"
 #include "policies/megatron_options.h"
 #include "util/dtype.h"
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem::detail {
 

@@ -10,7 +10,7 @@
 // tokens_per_expert 8E (mcore_moe_test.cc).
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "config/config_test_util.h"
 #include "config/training_config.h"
 #include "policies/megatron_options.h"

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "model/hf_config.h"
 #include "policies/megatron_options.h"
 

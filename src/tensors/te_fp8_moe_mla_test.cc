@@ -13,7 +13,7 @@
 // q_lora_rank 1536, kv_lora_rank 512, rope 64, nope 128, v 128, E 256, fe 2048, one shared expert.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "policies/megatron_options.h"
 #include "tensors/te_rules.h"
 

@@ -8,7 +8,7 @@
 // keeps its bf16 input for every recipe but delayed). See validation/EXPECTED.md "megatron-te".
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "config/training_config.h"  // read_megatron_args, apply_training_config (--from)
 #include "policies/megatron_options.h"
 #include "policies/option_table.h"

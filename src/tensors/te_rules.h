@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 #include "model/model_spec.h"
 #include "policies/options.h"
 #include "tensors/op_graph.h"

@@ -9,7 +9,7 @@
 // Llama-3.1-8B: h 4096, a 32, kv 8, d 128, f 14336; s 4096, b 1, bf16, tp 1: T = 4096 tokens.
 #include <gtest/gtest.h>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "policies/megatron_options.h"
 #include "policies/option_table.h"
 #include "tensors/te_rules.h"

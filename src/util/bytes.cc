@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

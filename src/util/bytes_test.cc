@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 namespace {

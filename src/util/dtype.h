@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "util/expected.h"
+#include "actmem/expected.h"
 
 namespace actmem {
 

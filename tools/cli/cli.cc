@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "options_cli.h"
 #include "serve_cli.h"
 #include "table_flags.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "plan_cli.h"  // FitFlags
 
 namespace actmem::cli {

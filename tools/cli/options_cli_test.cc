@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "cli_test_run.h"
 
 namespace {

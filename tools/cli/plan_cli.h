@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace CLI {
 class App;

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 #include "cli.h"  // flag_of: how the CLI spells a library option
 
 namespace actmem::cli {

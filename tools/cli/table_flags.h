@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actmem/actmem.h"
+#include "api/library.h"
 
 namespace actmem::cli {
 
