@@ -195,6 +195,7 @@ Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request
   result.best.reserve(request.keep + 1);
   const auto start = std::chrono::steady_clock::now();
   Totals t;
+  std::optional<Layout> first_refused;
   PlannedLayout candidate;
   const auto keep = [&](const Layout& l, const Totals& totals, const FitVerdict& fit) {
     candidate.layout = l;
@@ -208,7 +209,10 @@ Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request
   };
   enumerate(model, request, [&](const Layout& l) {
     ++result.searched;
-    if (!evaluate(model, l, t)) return;
+    if (!evaluate(model, l, t)) {
+      if (!first_refused) first_refused = l;
+      return;
+    }
     ++result.valid;
     const FitVerdict fit = check_fit(t, l.parallel, request.capacity, request.allowances);
     if (!fit.fits) {
@@ -244,6 +248,10 @@ Expected<PlanResult> plan(const PreparedModel& model, const PlanRequest& request
   result.search_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (result.fitting > 0) result.closest.reset();
+  if (result.valid == 0 && first_refused) {
+    auto refused = explain(model, *first_refused);
+    if (!refused) result.refusal = refused.error();
+  }
   return result;
 }
 

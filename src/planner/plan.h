@@ -63,6 +63,9 @@ struct PlanResult {
   double search_ms = 0;
   std::vector<PlannedLayout> best;       // fastest first (ties: less memory first)
   std::optional<PlannedLayout> closest;  // when nothing fits: the valid layout needing the least memory
+  // When no layout is valid: why the engine refused the first one searched (explain()'s error), so
+  // that "no valid layout" says what to change (LoRA under framework megatron, heads against tp, ...).
+  std::optional<Error> refusal;
 };
 
 /// Checks the request (ranges, pins against the model) and searches. Errors name the option.

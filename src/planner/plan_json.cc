@@ -106,6 +106,8 @@ nlohmann::json plan_json(const PlanResult& result, const PlanRequest& req, std::
                {"search_ms", result.search_ms},
                {"layouts", layouts}};
   if (result.closest) j["plan"]["closest"] = planned_layout_json(*result.closest, prefix, suffix, req.cluster);
+  if (result.refusal)  // options written @name, as in every error (expected.h)
+    j["plan"]["refusal"] = {{"option", result.refusal->field}, {"message", result.refusal->message}};
   return j;
 }
 

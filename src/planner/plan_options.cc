@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,18 +17,36 @@ namespace actmem {
 namespace {
 
 using Setter = Expected<void> (*)(PlanOptions&, std::string_view, const OptionValue&);
+using Getter = std::string (*)(const PlanOptions&);
 struct Row {
   OptionInfo info;
   Setter set;
+  Getter get;  // the value as help shows it; empty when unset (searched, or derived)
 };
 
-#define ACTMEM_SET(convert, field)                                                \
-  [](PlanOptions& o, std::string_view n, const OptionValue& v) -> Expected<void> { \
-    auto x = convert(n, v);                                                       \
-    if (!x) return x.error();                                                     \
-    o.field = *x;                                                                 \
-    return {};                                                                    \
+// A value as a default is shown: a number, a name; nothing for an unset pin, a zero bound (derived)
+// or a switch (off).
+template <typename T>
+std::string shown(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, std::optional<int>>) {
+    return v ? std::to_string(*v) : "";
+  } else {
+    return v == 0 ? "" : std::to_string(v);
   }
+}
+
+#define ACTMEM_SET(convert, field)                                                   \
+  [](PlanOptions& o, std::string_view n, const OptionValue& v) -> Expected<void> {    \
+    auto x = convert(n, v);                                                          \
+    if (!x) return x.error();                                                        \
+    o.field = *x;                                                                    \
+    return {};                                                                       \
+  },                                                                                 \
+      [](const PlanOptions& o) { return shown(o.field); }
 
 Expected<int> option_zero(std::string_view name, const OptionValue& v) {
   auto n = option_count(name, v);
@@ -80,6 +101,13 @@ const std::array<OptionInfo, kRows.size()> kInfos = [] {
 }  // namespace
 
 std::span<const OptionInfo> plan_options() { return kInfos; }
+
+std::string plan_option_default(std::string_view name) {
+  static const PlanOptions defaults;
+  for (const auto& r : kRows)
+    if (r.info.name == name) return r.get(defaults);
+  return "";
+}
 
 Expected<void> set_plan_option(PlanOptions& o, std::string_view name, const OptionValue& value) {
   for (const auto& r : kRows)

@@ -58,6 +58,9 @@ struct PlanOptions {
 /// ...; not model, which front ends take apart). set_plan_option() also takes machine_options() and
 /// the training option table's workload options (framework, attention, lora_rank, ...).
 std::span<const OptionInfo> plan_options();
+/// An option's default as help shows it: plan_option_default("seq_len") == "8192"; "" where there is
+/// none to show (a pin not given is searched; max_tp 0 is the GPUs per node).
+std::string plan_option_default(std::string_view name);
 Expected<void> set_plan_option(PlanOptions& o, std::string_view name, const OptionValue& value);
 
 /// What the planner runs on: the prepared model, the machine, the request, and the `actmem

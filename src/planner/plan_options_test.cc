@@ -33,6 +33,27 @@ TEST(PlanOptions, ByNameAsTheFlags) {
   EXPECT_EQ(wrong.error().field, "gpus");
 }
 
+// The defaults help shows are PlanOptions' own initializers: nothing for a pin (searched), a switch
+// or max_tp (GPUs per node).
+TEST(PlanOptions, DefaultsAreTheStructs) {
+  const PlanOptions o;
+  EXPECT_EQ(plan_option_default("seq_len"), std::to_string(o.seq_len));
+  EXPECT_EQ(plan_option_default("seq_len"), "8192");
+  EXPECT_EQ(plan_option_default("top"), "10");
+  EXPECT_EQ(plan_option_default("max_vpp"), "8");
+  EXPECT_EQ(plan_option_default("tp"), "");
+  EXPECT_EQ(plan_option_default("sp"), "");
+  EXPECT_EQ(plan_option_default("max_tp"), "");
+  EXPECT_EQ(plan_option_default("no_such_option"), "");
+  for (const auto& info : plan_options()) {  // every row sets what it names
+    PlanOptions p;
+    const OptionValue v = info.kind == OptionKind::kFlag   ? OptionValue{true}
+                          : info.kind == OptionKind::kText ? OptionValue{std::string("full")}
+                                                           : OptionValue{int64_t{3}};
+    EXPECT_TRUE(set_plan_option(p, info.name, v)) << info.name;
+  }
+}
+
 TEST(PlanOptions, ErrorsNameTheOption) {
   PlanOptions o;
   o.gpus = 8;

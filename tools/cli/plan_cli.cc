@@ -101,6 +101,15 @@ namespace {
 /// `plan`'s flags: the library's PlanOptions (shared with Python's actmem.plan()) and what only the CLI has.
 struct PlanFlags {
   PlanOptions o;
+  // plan_options() as flags (--gpus, --tp, --max-tp, --top, ...): the text given, set by name once
+  // parsed. CLI11 keeps pointers into it: sized once, before any flag is added.
+  struct Row {
+    const OptionInfo* info = nullptr;
+    std::string text;
+    bool on = false;
+    const CLI::Option* option = nullptr;
+  };
+  std::vector<Row> rows;
   TableFlags workload;  // the option table's workload options, set into o.training
   std::string from;
   bool json = false, explain = false;
@@ -133,18 +142,22 @@ std::string render_time(const PlannedLayout& pl, const Cluster& c) {
   return out;
 }
 
+Expected<PlanOptions> plan_options_of(const PlanFlags& f);
+
 int run_from(const PlanFlags& f) {
   for (const TableFlag& t : f.workload.flags)
     if (t.given())
       return report_error(Error{fmt::format("{} with --from: give it inside --from's flags, which state the job",
                                             t.option->get_name())});
+  const auto options = plan_options_of(f);  // --global-batch (the solvers'), --gpu and the allowances
+  if (!options) return report_error(options.error());
   auto args = parse_estimate_args(f.from);
   if (!args) return report_error(args.error());
-  FitFlags fit = args->fit.given() ? args->fit : f.o.machine;
+  FitFlags fit = args->fit.given() ? args->fit : options->machine;
   if (!fit.given()) return report_error(Error{"--from: give the GPU (--gpu NAME or --gpu-memory SIZE)"});
   auto machine = to_machine(fit);
   if (!machine) return report_error(machine.error());
-  const int64_t batch = f.o.global_batch.value_or(implied_global_batch(args->layout));
+  const int64_t batch = options->global_batch.value_or(implied_global_batch(args->layout));
   auto report = explain(args->model, args->layout);
   if (!report) return report_error(report.error());
   const FitVerdict v = check_fit(report->totals, args->layout.parallel, machine->capacity, machine->allowances);
@@ -180,9 +193,16 @@ int run_from(const PlanFlags& f) {
   return 0;
 }
 
-/// The plan's options with the workload flags given set through the table, on the planner's defaults.
+/// The plan's options: its own flags given set by name through plan_options(), then the workload
+/// flags through the training table, on the planner's defaults.
 Expected<PlanOptions> plan_options_of(const PlanFlags& f) {
   PlanOptions o = f.o;
+  for (const auto& row : f.rows) {
+    if (row.option->count() == 0) continue;
+    const OptionValue v = row.info->kind == OptionKind::kFlag ? OptionValue{row.on}
+                                                              : option_value_from_text(row.info->kind, row.text);
+    if (auto ok = set_plan_option(o, row.info->name, v); !ok) return ok.error();
+  }
   auto workload = to_settings(f.workload, o.training);
   if (!workload) return workload.error();
   o.training = std::move(*workload);
@@ -219,8 +239,10 @@ int run_plan(const PlanFlags& f) {
   }
   if (result->fitting == 0) {
     if (!result->closest) {
-      fmt::print("nothing fits: no valid layout of {} on {} GPUs ({}); {}\n", f.o.model, f.o.gpus, search_line,
-                 "relax the pins or bounds");
+      fmt::print("nothing fits: no valid layout of {} on {} GPUs ({}); {}\n", options->model, options->gpus,
+                 search_line,
+                 result->refusal ? "the first was refused:\n" + render_message(result->refusal->message, flag_of)
+                                 : std::string("relax the pins or bounds"));
       return 2;
     }
     const auto& c = *result->closest;
@@ -228,8 +250,9 @@ int run_plan(const PlanFlags& f) {
                suffix, gib(c.fit.needed), gib(c.fit.capacity), search_line);
     return 2;
   }
-  fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", f.o.model, f.o.gpus,
-             machine.gpu_name, req.cluster.gpus_per_node, f.o.seq_len, batch, group_digits(batch * f.o.seq_len));
+  fmt::print("{} on {} x {} ({} per node), seq {}, global batch {} sequences ({} tokens)\n\n", options->model,
+             options->gpus, machine.gpu_name, req.cluster.gpus_per_node, options->seq_len, batch,
+             group_digits(batch * options->seq_len));
   TextTable table;
   table.add_row({{"#"}, {"layout"}, {"ZeRO"}, {"recompute"}, {"b x m"}, {"GiB", true}, {"free", true},
                  {"step s", true}, {"tok/s", true}, {"MFU", true}, {"mostly"}});
@@ -297,28 +320,22 @@ std::function<int()> add_plan_command(CLI::App& app) {
   auto f = std::make_shared<PlanFlags>();
   auto* cmd = app.add_subcommand("plan", "Which layout fits N GPUs and runs fastest; --from: what to change");
   cmd->add_option("--model", f->o.model, "config.json path or preset name")->capture_default_str();
-  cmd->add_option("--gpus", f->o.gpus, "number of GPUs");
-  cmd->add_option("--seq-len", f->o.seq_len, "sequence length")->capture_default_str();
-  cmd->add_option("--global-batch", f->o.global_batch, "sequences per optimizer step");
-  cmd->add_option("--global-batch-tokens", f->o.global_batch_tokens, "tokens per optimizer step");
-  cmd->add_option("--tp", f->o.tp, "pin tensor parallelism");
-  cmd->add_option("--pp", f->o.pp, "pin pipeline parallelism");
-  cmd->add_option("--vpp", f->o.vpp, "pin virtual stages");
-  cmd->add_option("--cp", f->o.cp, "pin context parallelism");
-  cmd->add_option("--ep", f->o.ep, "pin expert parallelism");
-  cmd->add_option("--dp", f->o.dp, "pin data parallelism");
-  cmd->add_option("--micro-batch", f->o.micro_batch, "pin the micro-batch");
-  cmd->add_option("--zero", f->o.zero, "pin the ZeRO stage");
-  cmd->add_option("--recompute", f->o.recompute, "pin recomputation: none, selective or full");
-  cmd->add_flag("--sp", f->o.sp, "pin sequence parallelism on");
-  cmd->add_flag("--offload-optimizer", f->o.offload_optimizer, "pin optimizer offload on");
-  cmd->add_option("--max-tp", f->o.max_tp, "bound tp (default: GPUs per node)");
-  cmd->add_option("--max-pp", f->o.max_pp, "bound pp");
-  cmd->add_option("--max-vpp", f->o.max_vpp, "bound vpp")->capture_default_str();
-  cmd->add_option("--max-cp", f->o.max_cp, "bound cp")->capture_default_str();
-  cmd->add_option("--max-ep", f->o.max_ep, "bound ep");
-  cmd->add_option("--max-micro-batch", f->o.max_micro_batch, "bound the micro-batch")->capture_default_str();
-  cmd->add_option("--top", f->o.top, "layouts to show")->capture_default_str();
+  // The plan's own options, from the library's table (shared with Python's plan() keywords).
+  f->rows.resize(plan_options().size());
+  for (std::size_t i = 0; i < f->rows.size(); ++i) {
+    auto& row = f->rows[i];
+    row.info = &plan_options()[i];
+    const std::string flag = flag_of(std::string(row.info->name));
+    const std::string help(row.info->help);
+    if (row.info->kind == OptionKind::kFlag) {
+      row.option = cmd->add_flag(flag, row.on, help);
+    } else {
+      row.text = plan_option_default(row.info->name);
+      auto* o = cmd->add_option(flag, row.text, help)->type_name(row.info->kind == OptionKind::kText ? "TEXT" : "INT");
+      if (!row.text.empty()) o->capture_default_str();
+      row.option = o;
+    }
+  }
   cmd->add_option("--from", f->from, "your `actmem estimate` flags, quoted: what to change to make it fit");
   cmd->add_flag("--json", f->json, "machine-readable output");
   cmd->add_flag("--explain", f->explain, "the time model's terms for the best layout");

@@ -105,6 +105,39 @@ TEST(PlanCli, NothingFitsSaysTheClosestAndExits2) {
   EXPECT_NE(r.out.find("GiB of 39.59 GiB)"), std::string::npos) << r.out;
 }
 
+// Every layout refused: the plan says why the engine refused the first one (LoRA is modelled for the
+// hf rules only, as PEFT applies it), in the CLI's spelling; the JSON has the option and message.
+TEST(PlanCli, NoValidLayoutSaysWhy) {
+  Result r = run(std::string(kPlan) + " --lora-rank 16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find(", 0 valid, 0 fit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; the first was refused:\n--framework megatron: LoRA is modelled as PEFT applies it to HF "
+                       "models; use --framework hf\n"),
+            std::string::npos)
+      << r.out;
+  Result j = run(std::string(kPlan) + " --lora-rank 16 --json");
+  EXPECT_EQ(j.code, 2);
+  const auto plan = nlohmann::json::parse(j.out)["plan"];
+  EXPECT_EQ(plan["valid"].get<int64_t>(), 0);
+  EXPECT_EQ(plan["refusal"]["option"], "framework");
+  EXPECT_EQ(plan["refusal"]["message"].get<std::string>().rfind("@framework megatron: LoRA", 0), 0u) << plan;
+}
+
+// The plan's own flags are the library's plan_options() table: each one there, with its help and
+// its default, and a bad value refused in the table's words.
+TEST(PlanCli, PlanFlagsComeFromTheTable) {
+  Result help = run("plan --help");
+  ASSERT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--seq-len INT=8192"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--max-pp INT=16384"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--top INT=10"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--recompute TEXT"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--offload-optimizer         pin optimizer offload on"), std::string::npos) << help.out;
+  Result bad = run(std::string(kPlan) + " --max-tp two");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "actmem: --max-tp 'two': expected a whole number\n");
+}
+
 TEST(PlanCli, BadInputIsOneLineAndExit2) {
   for (const char* args :
        {"plan --model llama-3-8b --gpus 16 --gpu h100-8gb --global-batch 64",   // unknown GPU
