@@ -433,9 +433,8 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   set("weight_dtype", dtype, dtype_src);
   if (dtype == "bf16" && in.has("grad-reduce-in-bf16"))
     set("grad_dtype", std::string("bf16"), in.where("grad-reduce-in-bf16"));
-  else if (dtype == "bf16")  // echoed with its reason; the rule's home is default_grad_dtype (options.h)
-    set("grad_dtype", std::string(dtype_name(default_grad_dtype(Framework::kMegatron, DType::kBF16))),
-        dtype_src + ": Megatron accumulates bf16 gradients in fp32");
+  else if (dtype == "bf16")
+    set("grad_dtype", std::string("fp32"), dtype_src + ": Megatron accumulates bf16 gradients in fp32");
   else if (dtype == "fp16" && in.has("accumulate-allreduce-grads-in-fp32"))
     set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
   if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
