@@ -14,6 +14,8 @@
 #include "config/megatron_reader.h"  // Arg, Reader
 #include "config/shell_words.h"      // tokenize, expand
 #include "config/training_config.h"
+#include "policies/options.h"  // default_grad_dtype
+#include "util/dtype.h"
 #include "util/spellcheck.h"
 
 namespace actmem {
@@ -131,6 +133,14 @@ const ArgRule* find_rule(std::string_view flag) {
 
 namespace {
 
+/// Appends one reading to cfg.settings: set(option, value, where it came from).
+struct Setter {
+  TrainingConfig& cfg;
+  void operator()(std::string option, OptionValue value, std::string source) const {
+    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
+  }
+};
+
 /// Interleaved pipeline: N layers per virtual stage is L / (pp · N) virtual stages per rank.
 template <typename Set>
 Expected<void> read_virtual_stages(const Reader& in, int64_t pp, Set& set) {
@@ -197,9 +207,7 @@ Expected<void> read_split_accounting(const Reader& in, int64_t pp, Set& set) {
 
 /// TP, PP, CP, EP, SP, virtual stages, sequence and micro-batch; dp and micro-batches per step from the launcher.
 Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
+  const Setter set{cfg};
   // Parallel layout.
   int64_t tp = 1, pp = 1, cp = 1;
   const struct {
@@ -279,9 +287,7 @@ Expected<void> read_parallel(const Reader& in, TrainingConfig& cfg) {
 /// eager: its DotProductAttention takes no backend). Under the TE spec unfused is
 /// TE's UnfusedDotProductAttention (language_module.py l.141-144 @d98e8a64, NVTE_UNFUSED_ATTN=1).
 Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
+  const Setter set{cfg};
   std::string impl;
   if (in.has("transformer-impl")) {
     ACTMEM_TRY(t, in.text("transformer-impl"));
@@ -316,9 +322,7 @@ Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
 
 /// The optimizer: Megatron's distributed optimizer (ZeRO-1), its instances, Adam or SGD.
 Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
+  const Setter set{cfg};
   // Megatron-FSDP (--use-megatron-fsdp, --use-custom-fsdp before 2025-08): its
   // --data-parallel-sharding-strategy (default optim_grads_params, arguments.py l.3190) shards the
   // optimizer state, then the gradients, then the parameters over dp·cp: ZeRO 1, 2, 3.
@@ -357,9 +361,7 @@ Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
 /// The MoE dispatcher and TopKRouter's options, each read only when given (unset: the model's
 /// routing), and Megatron's default aux-loss coefficient.
 Expected<void> read_moe_router(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
+  const Setter set{cfg};
   if (in.has("moe-token-dispatcher-type")) {  // allgather (default) or alltoall; flex is refused
     ACTMEM_TRY(d, in.text("moe-token-dispatcher-type"));
     set("moe_token_dispatcher", d, in.where("moe-token-dispatcher-type"));
@@ -394,10 +396,9 @@ Expected<void> read_moe_router(const Reader& in, TrainingConfig& cfg) {
   return {};
 }
 
-Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
-  auto set = [&cfg](std::string option, OptionValue value, std::string source) {
-    cfg.settings.push_back({std::move(option), std::move(value), std::move(source)});
-  };
+/// --recompute-granularity / -method / -num-layers.
+Expected<void> read_recompute(const Reader& in, TrainingConfig& cfg) {
+  const Setter set{cfg};
   // Recomputation: Megatron's uniform method checkpoints every N layers, block recomputes the first N.
   if (in.has("recompute-granularity")) {
     ACTMEM_TRY(g, in.text("recompute-granularity"));
@@ -417,49 +418,12 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
         return Error{ErrorKind::kConfig, "", fmt::format("{}: use uniform or block", in.where("recompute-method"))};
     }
   }
+  return {};
+}
 
-  // Precision: with bf16 Megatron accumulates and all-reduces gradients in fp32 (arguments.py sets
-  // accumulate_allreduce_grads_in_fp32); fp16 keeps them in fp16 unless asked.
-  std::string dtype = "fp32";
-  std::string dtype_src = fmt::format("no --bf16/--fp16 ({})", in.name());
-  if (in.has("bf16")) {
-    dtype = "bf16";
-    dtype_src = in.where("bf16");
-  } else if (in.has("fp16")) {
-    dtype = "fp16";
-    dtype_src = in.where("fp16");
-  }
-  set("dtype", dtype, dtype_src);
-  set("weight_dtype", dtype, dtype_src);
-  if (dtype == "bf16" && in.has("grad-reduce-in-bf16"))
-    set("grad_dtype", std::string("bf16"), in.where("grad-reduce-in-bf16"));
-  else if (dtype == "bf16")
-    set("grad_dtype", std::string("fp32"), dtype_src + ": Megatron accumulates bf16 gradients in fp32");
-  else if (dtype == "fp16" && in.has("accumulate-allreduce-grads-in-fp32"))
-    set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
-  if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
-  if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
-  // TE fp8 (--fp8-format turns it on; --fp8-recipe defaults to delayed, transformer_config.py l.594)
-  // and --recompute-modules.
-  if (in.has("fp8-format")) {
-    std::string recipe = "delayed";
-    std::string src = in.where("fp8-format") + ": Megatron's default --fp8-recipe delayed";
-    if (in.has("fp8-recipe")) {
-      ACTMEM_TRY(r, in.text("fp8-recipe"));
-      recipe = r;
-      src = in.where("fp8-recipe");
-    }
-    set("fp8", recipe, src);
-  }
-  if (auto router = read_moe_router(in, cfg); !router) return router.error();
-  if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
-    ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
-    if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
-  }
-  if (in.has("activation-func-fp8-input-store"))
-    set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
-  if (in.has("disable-parameter-transpose-cache") && in.has("fp8-format"))  // te_rules.h; no effect without fp8
-    set("disable_parameter_transpose_cache", true, in.where("disable-parameter-transpose-cache"));
+/// --recompute-modules and its deprecated alias --moe-layer-recompute.
+Expected<void> read_recompute_modules(const Reader& in, TrainingConfig& cfg) {
+  const Setter set{cfg};
   std::string modules;  // nargs='*': one value per module
   if (in.has("recompute-modules"))
     for (const auto& v : in.values("recompute-modules")) modules += (modules.empty() ? "" : ",") + v;
@@ -489,6 +453,61 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
   } else if (in.has("recompute-modules")) {
     set("recompute_modules", modules, in.where("recompute-modules"));
   }
+  return {};
+}
+
+/// --bf16 / --fp16 and the gradient dtype that follows from them.
+void read_precision(const Reader& in, TrainingConfig& cfg) {
+  const Setter set{cfg};
+  // Precision: with bf16 Megatron accumulates and all-reduces gradients in fp32 (arguments.py sets
+  // accumulate_allreduce_grads_in_fp32); fp16 keeps them in fp16 unless asked.
+  std::string dtype = "fp32";
+  std::string dtype_src = fmt::format("no --bf16/--fp16 ({})", in.name());
+  if (in.has("bf16")) {
+    dtype = "bf16";
+    dtype_src = in.where("bf16");
+  } else if (in.has("fp16")) {
+    dtype = "fp16";
+    dtype_src = in.where("fp16");
+  }
+  set("dtype", dtype, dtype_src);
+  set("weight_dtype", dtype, dtype_src);
+  if (dtype == "bf16" && in.has("grad-reduce-in-bf16"))
+    set("grad_dtype", std::string("bf16"), in.where("grad-reduce-in-bf16"));
+  else if (dtype == "bf16")  // echoed with its reason; the rule's home is default_grad_dtype (options.h)
+    set("grad_dtype", std::string(dtype_name(default_grad_dtype(Framework::kMegatron, DType::kBF16))),
+        dtype_src + ": Megatron accumulates bf16 gradients in fp32");
+  else if (dtype == "fp16" && in.has("accumulate-allreduce-grads-in-fp32"))
+    set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
+}
+
+Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
+  const Setter set{cfg};
+  if (auto r = read_recompute(in, cfg); !r) return r.error();
+  read_precision(in, cfg);
+  if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
+  if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
+  // TE fp8 (--fp8-format turns it on; --fp8-recipe defaults to delayed, transformer_config.py l.594).
+  if (in.has("fp8-format")) {
+    std::string recipe = "delayed";
+    std::string src = in.where("fp8-format") + ": Megatron's default --fp8-recipe delayed";
+    if (in.has("fp8-recipe")) {
+      ACTMEM_TRY(r, in.text("fp8-recipe"));
+      recipe = r;
+      src = in.where("fp8-recipe");
+    }
+    set("fp8", recipe, src);
+  }
+  if (auto router = read_moe_router(in, cfg); !router) return router.error();
+  if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
+    ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
+    if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
+  }
+  if (in.has("activation-func-fp8-input-store"))
+    set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
+  if (in.has("disable-parameter-transpose-cache") && in.has("fp8-format"))  // te_rules.h; no effect without fp8
+    set("disable_parameter_transpose_cache", true, in.where("disable-parameter-transpose-cache"));
+  if (auto r = read_recompute_modules(in, cfg); !r) return r.error();
   // Megatron's dropout defaults are 0.1 (arguments.py); llama-style recipes set 0.
   for (const auto& [flag, option] : {std::pair{"hidden-dropout", "hidden_dropout"}, {"attention-dropout", "attention_dropout"}}) {
     if (in.has(flag)) {
