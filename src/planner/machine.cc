@@ -27,9 +27,11 @@ Expected<std::string> size_text(std::string_view name, const OptionValue& v) {
 }
 
 using Setter = Expected<void> (*)(MachineOptions&, std::string_view, const OptionValue&);
+using Getter = std::string (*)(const MachineOptions&);
 struct Row {
   OptionInfo info;
   Setter set;
+  Getter get;  // the value as help shows it; empty when unset (the catalog's, or the allowance's default)
 };
 
 #define ACTMEM_SET(convert, field)                                                   \
@@ -38,7 +40,8 @@ struct Row {
     if (!x) return x.error();                                                        \
     o.field = *x;                                                                    \
     return {};                                                                       \
-  }
+  },                                                                                 \
+      [](const MachineOptions& o) { return default_shown(o.field); }
 
 const std::array kRows{
     Row{{"gpu", OptionKind::kText, "GPU from the catalog (e.g. h100-80gb): capacity, allowances, fit verdict"},
@@ -51,7 +54,7 @@ const std::array kRows{
     Row{{"fragmentation", OptionKind::kReal, "allocator fragmentation, fraction of the peak (default 0.05)"},
         ACTMEM_SET(option_real, fragmentation)},
     Row{{"gpus_per_node", OptionKind::kCount, "GPUs per node (NVLink domain)"}, ACTMEM_SET(option_count, gpus_per_node)},
-    Row{{"inter_node_bandwidth", OptionKind::kReal, "GB/s per GPU, one direction, between nodes (default 50)"},
+    Row{{"inter_node_bandwidth", OptionKind::kReal, "GB/s per GPU, one direction, between nodes (default 50: 8x400 Gb/s per 8-GPU node)"},
         ACTMEM_SET(option_real, inter_node_gbps)},
     Row{{"compute_efficiency", OptionKind::kReal, "fraction of the bf16 peak reached (default 0.55)"},
         ACTMEM_SET(option_real, compute_efficiency)},
@@ -70,6 +73,13 @@ const std::array<OptionInfo, kRows.size()> kInfos = [] {
 }  // namespace
 
 std::span<const OptionInfo> machine_options() { return kInfos; }
+
+std::string machine_option_default(std::string_view name) {
+  static const MachineOptions defaults;
+  for (const auto& r : kRows)
+    if (r.info.name == name) return r.get(defaults);
+  return "";
+}
 
 Expected<void> set_machine_option(MachineOptions& o, std::string_view name, const OptionValue& value) {
   for (const auto& r : kRows)

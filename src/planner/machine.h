@@ -54,6 +54,9 @@ Expected<Machine> to_machine(const MachineOptions& o);
 /// gpus_per_node, inter_node_bandwidth, compute_efficiency, collective_efficiency), as the CLI's
 /// flags are named. Example: set_machine_option(o, "gpu_memory", std::string("80GiB")).
 std::span<const OptionInfo> machine_options();
+/// A machine option's default as help shows it: machine_option_default("gpus_per_node") == "8"; ""
+/// where the default is the catalog's or an allowance's (its help says which).
+std::string machine_option_default(std::string_view name);
 Expected<void> set_machine_option(MachineOptions& o, std::string_view name, const OptionValue& value);
 
 /// `estimate --gpu ... --json`: report_json(report) with "fit" (and, when it does not fit, the

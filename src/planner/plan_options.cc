@@ -24,21 +24,6 @@ struct Row {
   Getter get;  // the value as help shows it; empty when unset (searched, or derived)
 };
 
-// A value as a default is shown: a number, a name; nothing for an unset pin, a zero bound (derived)
-// or a switch (off).
-template <typename T>
-std::string shown(const T& v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return "";
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, std::optional<int64_t>> || std::is_same_v<T, std::optional<int>>) {
-    return v ? std::to_string(*v) : "";
-  } else {
-    return v == 0 ? "" : std::to_string(v);
-  }
-}
-
 #define ACTMEM_SET(convert, field)                                                   \
   [](PlanOptions& o, std::string_view n, const OptionValue& v) -> Expected<void> {    \
     auto x = convert(n, v);                                                          \
@@ -46,7 +31,7 @@ std::string shown(const T& v) {
     o.field = *x;                                                                    \
     return {};                                                                       \
   },                                                                                 \
-      [](const PlanOptions& o) { return shown(o.field); }
+      [](const PlanOptions& o) { return default_shown(o.field); }
 
 Expected<int> option_zero(std::string_view name, const OptionValue& v) {
   auto n = option_count(name, v);

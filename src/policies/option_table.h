@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 
 #include <nlohmann/json.hpp>  // options_json(): the table as the web page and `actmem options --json` read it
@@ -59,6 +60,25 @@ struct OptionInfo {
   OptionKind kind;
   std::string_view help;
 };
+
+std::string describe_option_value(const OptionValue& value);
+
+/// A struct field's initializer as help shows it for such a table's option: a number, a name;
+/// nothing for a switch (off), an unset optional or a zero (derived: "searched", "from the GPU").
+template <typename T>
+std::string default_shown(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (requires { v.has_value(); }) {
+    return v ? default_shown(*v) : "";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return v == 0 ? "" : describe_option_value(OptionValue{static_cast<double>(v)});
+  } else {
+    return v == 0 ? "" : std::to_string(v);
+  }
+}
 
 /// Which half of the settings an option sets: the workload (what a model is prepared for) or the
 /// layout (what one evaluation binds; the planner searches these). options.h says why they differ.

@@ -59,17 +59,9 @@ std::string render_changes(const std::vector<Change>& changes, bool has_speeds) 
 }  // namespace
 
 void add_fit_flags(CLI::App* cmd, FitFlags& f) {
-  cmd->add_option("--gpu", f.gpu, "catalog GPU (e.g. h100-80gb): capacity, allowances, fit verdict");
-  cmd->add_option("--gpu-memory", f.gpu_memory, "per-GPU capacity, e.g. 80GiB (overrides the catalog's)");
-  cmd->add_option("--cuda-context", f.cuda_context, "CUDA context allowance (default 512MiB)");
-  cmd->add_option("--nccl-per-group", f.nccl_per_group, "NCCL buffers per communicator (default 256MiB)");
-  cmd->add_option("--fragmentation", f.fragmentation, "allocator fragmentation, fraction of the peak (default 0.05)");
-  cmd->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per node (NVLink domain)")->capture_default_str();
-  cmd->add_option("--inter-node-bandwidth", f.inter_node_gbps,
-                  "GB/s per GPU, one direction, between nodes\n(default 50: 8x400 Gb/s per 8-GPU node)");
-  cmd->add_option("--compute-efficiency", f.compute_efficiency, "fraction of the bf16 peak reached (default 0.55)");
-  cmd->add_option("--collective-efficiency", f.collective_efficiency,
-                  "fraction of link bandwidth NCCL reaches (default 0.8)");
+  add_info_flags(
+      cmd, machine_options(), [&f](std::string_view name, const OptionValue& v) { return set_machine_option(f, name, v); },
+      machine_option_default);
 }
 
 int print_with_fit(const PreparedModel& model, const Report& report, const FitFlags& f, bool json,
@@ -100,16 +92,7 @@ namespace {
 
 /// `plan`'s flags: the library's PlanOptions (shared with Python's actmem.plan()) and what only the CLI has.
 struct PlanFlags {
-  PlanOptions o;
-  // plan_options() as flags (--gpus, --tp, --max-tp, --top, ...): the text given, set by name once
-  // parsed. CLI11 keeps pointers into it: sized once, before any flag is added.
-  struct Row {
-    const OptionInfo* info = nullptr;
-    std::string text;
-    bool on = false;
-    const CLI::Option* option = nullptr;
-  };
-  std::vector<Row> rows;
+  PlanOptions o;         // plan_options() and machine_options() flags set it by name as they are parsed
   TableFlags workload;  // the option table's workload options, set into o.training
   std::string from;
   bool json = false, explain = false;
@@ -193,16 +176,10 @@ int run_from(const PlanFlags& f) {
   return 0;
 }
 
-/// The plan's options: its own flags given set by name through plan_options(), then the workload
-/// flags through the training table, on the planner's defaults.
+/// The plan's options: its own and the machine's flags (set as parsed), then the workload flags
+/// through the training table, on the planner's defaults.
 Expected<PlanOptions> plan_options_of(const PlanFlags& f) {
   PlanOptions o = f.o;
-  for (const auto& row : f.rows) {
-    if (row.option->count() == 0) continue;
-    const OptionValue v = row.info->kind == OptionKind::kFlag ? OptionValue{row.on}
-                                                              : option_value_from_text(row.info->kind, row.text);
-    if (auto ok = set_plan_option(o, row.info->name, v); !ok) return ok.error();
-  }
   auto workload = to_settings(f.workload, o.training);
   if (!workload) return workload.error();
   o.training = std::move(*workload);
@@ -321,21 +298,9 @@ std::function<int()> add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Which layout fits N GPUs and runs fastest; --from: what to change");
   cmd->add_option("--model", f->o.model, "config.json path or preset name")->capture_default_str();
   // The plan's own options, from the library's table (shared with Python's plan() keywords).
-  f->rows.resize(plan_options().size());
-  for (std::size_t i = 0; i < f->rows.size(); ++i) {
-    auto& row = f->rows[i];
-    row.info = &plan_options()[i];
-    const std::string flag = flag_of(std::string(row.info->name));
-    const std::string help(row.info->help);
-    if (row.info->kind == OptionKind::kFlag) {
-      row.option = cmd->add_flag(flag, row.on, help);
-    } else {
-      row.text = plan_option_default(row.info->name);
-      auto* o = cmd->add_option(flag, row.text, help)->type_name(row.info->kind == OptionKind::kText ? "TEXT" : "INT");
-      if (!row.text.empty()) o->capture_default_str();
-      row.option = o;
-    }
-  }
+  add_info_flags(
+      cmd, plan_options(), [o = &f->o](std::string_view name, const OptionValue& v) { return set_plan_option(*o, name, v); },
+      plan_option_default);
   cmd->add_option("--from", f->from, "your `actmem estimate` flags, quoted: what to change to make it fit");
   cmd->add_flag("--json", f->json, "machine-readable output");
   cmd->add_flag("--explain", f->explain, "the time model's terms for the best layout");

@@ -1,5 +1,6 @@
 // End-to-end tests of `actmem plan` and `actmem estimate --gpu`: real command lines, exit codes,
 // and the plan's rows reproduced byte for byte by the `actmem estimate` flags it prints.
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "api/library.h"  // machine_options()
 #include "cli_test_run.h"
 
 namespace {
@@ -136,6 +138,27 @@ TEST(PlanCli, PlanFlagsComeFromTheTable) {
   Result bad = run(std::string(kPlan) + " --max-tp two");
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.err, "actmem: --max-tp 'two': expected a whole number\n");
+}
+
+// The machine's flags (estimate --gpu ..., plan --gpu ...) are the library's machine_options()
+// rows: every row is a flag of both commands, and a bad value is refused in the table's words.
+TEST(PlanCli, MachineFlagsComeFromTheTable) {
+  const Result estimate = run("estimate --help"), plan = run("plan --help");
+  ASSERT_EQ(estimate.code, 0);
+  ASSERT_EQ(plan.code, 0);
+  for (const auto& info : actmem::machine_options()) {
+    std::string flag = "--" + std::string(info.name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    EXPECT_NE(estimate.out.find("  " + flag + " "), std::string::npos) << flag;
+    EXPECT_NE(plan.out.find("  " + flag + " "), std::string::npos) << flag;
+  }
+  EXPECT_NE(estimate.out.find("--gpus-per-node INT=8 "), std::string::npos) << estimate.out;  // MachineOptions{}
+  Result bad = run("estimate --model llama-3-8b --gpu h100-80gb --compute-efficiency fast");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "actmem: --compute-efficiency 'fast': expected a number\n");
+  Result twice = run(std::string(kPlan) + " --gpu a100-80gb");
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_EQ(twice.err, "actmem: --gpu given twice (h100-80gb and a100-80gb); give it once\n");
 }
 
 TEST(PlanCli, BadInputIsOneLineAndExit2) {

@@ -89,6 +89,27 @@ void add_table_flags(CLI::App* cmd, TableFlags& t, std::optional<OptionScope> on
   }
 }
 
+void add_info_flags(CLI::App* cmd, std::span<const OptionInfo> infos, SetByName set,
+                    std::string (*shown)(std::string_view name)) {
+  const auto spell = [](const std::string& field) { return flag_of(field); };
+  for (const OptionInfo& info : infos) {
+    const std::string flag = flag_of(std::string(info.name));
+    const std::string help = wrap(render_message(std::string(info.help), spell), kHelpDescriptionWidth);
+    const auto apply = [set, &info, spell](const OptionValue& v) {
+      if (auto ok = set(info.name, v); !ok) throw CLI::ValidationError(render_message(ok.error().message, spell));
+    };
+    if (info.kind == OptionKind::kFlag) {
+      cmd->add_flag_function(flag, [apply](int64_t) { apply(OptionValue{true}); }, help)
+          ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+      continue;
+    }
+    auto* o = cmd->add_option_function<std::string>(
+        flag, [apply, &info](const std::string& text) { apply(option_value_from_text(info.kind, text)); }, help);
+    o->type_name(type_name(info.kind));
+    if (const std::string d = shown(info.name); !d.empty()) o->default_str(d);
+  }
+}
+
 Expected<TrainingSettings> to_settings(const TableFlags& t, TrainingSettings in) {
   for (const auto& f : t.flags) {
     if (!f.given()) continue;

@@ -3,7 +3,9 @@
 // through the table once parsed. And CLI11's parse errors in actmem's words.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,13 @@ void add_table_flags(CLI::App* cmd, TableFlags& t, std::optional<OptionScope> on
 /// The flags given, set through the table in its order on top of `in` (the defaults, or what a
 /// --from file set: a flag not given leaves its value standing). The first bad value is the error.
 Expected<TrainingSettings> to_settings(const TableFlags& t, TrainingSettings in = {});
+
+/// A small table's options (plan_options(), machine_options()) as flags, each set by name through
+/// `set` as CLI11 parses it, so that a bad value is a parse error in the table's words ("--max-tp
+/// 'two': expected a whole number"). `shown(name)`: the default help shows ("" for none).
+using SetByName = std::function<Expected<void>(std::string_view name, const OptionValue& value)>;
+void add_info_flags(CLI::App* cmd, std::span<const OptionInfo> infos, SetByName set,
+                    std::string (*shown)(std::string_view name));
 
 /// An option's help line as --help prints it: options as flags, the valid names, a default that is
 /// not a value ("default: from config.json"), wrapped to the description column.
