@@ -74,12 +74,13 @@ const std::array<OptionInfo, kRows.size()> kInfos = [] {
 
 std::span<const OptionInfo> machine_options() { return kInfos; }
 
-std::string machine_option_default(std::string_view name) {
-  static const MachineOptions defaults;
+std::string machine_option_text(const MachineOptions& o, std::string_view name) {
   for (const auto& r : kRows)
-    if (r.info.name == name) return r.get(defaults);
+    if (r.info.name == name) return r.get(o);
   return "";
 }
+
+std::string machine_option_default(std::string_view name) { return machine_option_text(MachineOptions{}, name); }
 
 Expected<void> set_machine_option(MachineOptions& o, std::string_view name, const OptionValue& value) {
   for (const auto& r : kRows)

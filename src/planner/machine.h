@@ -57,6 +57,9 @@ std::span<const OptionInfo> machine_options();
 /// A machine option's default as help shows it: machine_option_default("gpus_per_node") == "8"; ""
 /// where the default is the catalog's or an allowance's (its help says which).
 std::string machine_option_default(std::string_view name);
+/// A machine option's value as typed back: machine_option_text(o, "fragmentation") == "0.1" after
+/// set_machine_option(o, "fragmentation", 0.1); "" when unset.
+std::string machine_option_text(const MachineOptions& o, std::string_view name);
 Expected<void> set_machine_option(MachineOptions& o, std::string_view name, const OptionValue& value);
 
 /// `estimate --gpu ... --json`: report_json(report) with "fit" (and, when it does not fit, the

@@ -122,6 +122,18 @@ TrainingSettings plan_training_defaults() {
   return s;
 }
 
+namespace {
+
+/// An option as `actmem estimate` spells it: seq_len is --seq-len (the workload and machine
+/// options have no other spelling; the CLI's flag_of also maps the layout's zero_stage).
+std::string cli_flag(std::string_view name) {
+  std::string flag = "--" + std::string(name);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+}  // namespace
+
 std::string plan_workload_flags(const PlanOptions& o) {
   // Replayed in the table's order on estimate's defaults: an option is repeated where its value
   // still differs, so what follows from an earlier one (fp32 gradients from megatron) is not.
@@ -131,8 +143,7 @@ std::string plan_workload_flags(const PlanOptions& o) {
     if (spec.scope != OptionScope::kWorkload) continue;
     const auto value = spec.get(o.training.workload, o.training.layout);
     if (!value || value == spec.get(replay.workload, replay.layout)) continue;
-    std::string flag = "--" + std::string(spec.name);
-    std::replace(flag.begin(), flag.end(), '_', '-');
+    const std::string flag = cli_flag(spec.name);
     if (const bool* on = std::get_if<bool>(&*value)) {
       if (!*on) continue;  // a switch cannot be given off
       s += " " + flag;
@@ -146,10 +157,16 @@ std::string plan_workload_flags(const PlanOptions& o) {
   return s;
 }
 
+// Every machine option that differs from MachineOptions' defaults (GPU, capacity, allowances,
+// speeds), so that a row's `actmem estimate` command gives the fit verdict the planner gave.
 std::string plan_machine_flags(const MachineOptions& m) {
   std::string s;
-  if (!m.gpu.empty()) s += " --gpu " + m.gpu;
-  if (!m.gpu_memory.empty()) s += " --gpu-memory " + m.gpu_memory;
+  for (const OptionInfo& info : machine_options()) {
+    const std::string text = machine_option_text(m, info.name);
+    if (text.empty() || text == machine_option_default(info.name)) continue;
+    const std::string flag = cli_flag(info.name);
+    s += " " + flag + " " + text;
+  }
   return s;
 }
 

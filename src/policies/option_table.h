@@ -63,8 +63,17 @@ struct OptionInfo {
 
 std::string describe_option_value(const OptionValue& value);
 
-/// A struct field's initializer as help shows it for such a table's option: a number, a name;
-/// nothing for a switch (off), an unset optional or a zero (derived: "searched", "from the GPU").
+/// A number as such a table's options print it: 8, 0.05, 50.0.
+template <typename T>
+std::string number_shown(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return describe_option_value(OptionValue{static_cast<double>(v)});
+  else
+    return std::to_string(v);
+}
+
+/// A struct field's value as help shows it for such a table's option: a number, a name; nothing
+/// for a switch (off) or an unset optional, nor for a plain zero (derived: "searched", "from the GPU").
 template <typename T>
 std::string default_shown(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
@@ -72,11 +81,9 @@ std::string default_shown(const T& v) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     return v;
   } else if constexpr (requires { v.has_value(); }) {
-    return v ? default_shown(*v) : "";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return v == 0 ? "" : describe_option_value(OptionValue{static_cast<double>(v)});
+    return v ? number_shown(*v) : "";
   } else {
-    return v == 0 ? "" : std::to_string(v);
+    return v == 0 ? "" : number_shown(v);
   }
 }
 

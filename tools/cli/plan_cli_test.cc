@@ -161,6 +161,28 @@ TEST(PlanCli, MachineFlagsComeFromTheTable) {
   EXPECT_EQ(twice.err, "actmem: --gpu given twice (h100-80gb and a100-80gb); give it once\n");
 }
 
+
+// A row's command repeats the machine the plan was fitted on, allowances included: with 1 GiB
+// of CUDA context and 10% fragmentation the needed bytes are the peak's 1.10 plus 1 GiB plus NCCL,
+// and `actmem estimate` with the row's flags gives the same verdict (before, only --gpu came back,
+// so the row's FITS could not be reproduced).
+TEST(PlanCli, RowsRepeatTheMachineOptions) {
+  Result r = run(std::string(kPlan) + " --cuda-context 1GiB --fragmentation 0.1 --top 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["plan"]["layouts"].size(), 3u);
+  for (const auto& row : j["plan"]["layouts"]) {
+    const std::string flags = row["flags"].get<std::string>();
+    EXPECT_NE(flags.find(" --gpu h100-80gb --cuda-context 1GiB --fragmentation 0.1"), std::string::npos) << flags;
+    EXPECT_EQ(flags.find("--gpus-per-node"), std::string::npos) << flags;  // still the default: not repeated
+    Result e = run("estimate " + flags + " --json");
+    ASSERT_EQ(e.code, 0) << flags << "\n" << e.err;
+    const auto est = nlohmann::json::parse(e.out);
+    EXPECT_EQ(est["fit"]["needed_bytes"].get<int64_t>(), row["needed_bytes"].get<int64_t>()) << flags;
+    const int64_t peak = row["peak_bytes"].get<int64_t>();
+    EXPECT_GE(row["needed_bytes"].get<int64_t>(), peak + peak / 10 + (int64_t{1} << 30)) << flags;
+  }
+}
 TEST(PlanCli, BadInputIsOneLineAndExit2) {
   for (const char* args :
        {"plan --model llama-3-8b --gpus 16 --gpu h100-8gb --global-batch 64",   // unknown GPU
