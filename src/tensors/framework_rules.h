@@ -31,6 +31,15 @@ struct MoeSaves {
 /// what bmm keeps; Megatron's bmm on [s, b·a, d] views keeps the views (and their whole storage).
 struct FrameworkRules {
   Framework framework;
+  // Whose code builds the layers. The op builders read these, never the framework's name.
+  bool model_code;     // the model's own HF modeling file runs: its HfQuirks apply (model/arch.cc), Falcon's
+                       // _split_heads copies k and v, softcapping is a Python tanh, the mask and RoPE's
+                       // cos/sin are built once and passed to every layer
+  bool mcore_modules;  // Megatron-core modules: the TE or local spec (te_rules.h), MLA's fused kernels,
+                       // MoELayer (mcore_moe), vocab-parallel embedding and cross entropy, a model-level
+                       // rotary_pos_emb, --recompute-modules
+  bool dropout_modules;  // the model has dropout modules (torchtitan's Llama has none)
+  bool op_sac;           // selective recomputation is per op (torchtitan's _apply_op_sac), not per module
   NormSaves rms_norm;
   NormSaves layer_norm;
   bool fused_qkv;           // always one QKV linear (q, k, v are views of its output)
@@ -49,7 +58,7 @@ struct FrameworkRules {
 
 inline constexpr std::array<FrameworkRules, 3> kRules{{
     // HuggingFace transformers, eager PyTorch op by op (modeling_llama.py, modeling_gpt2.py, ...).
-    {Framework::kHF,
+    {Framework::kHF, /*model_code=*/true, /*mcore_modules=*/false, /*dropout_modules=*/true, /*op_sac=*/false,
      /*rms_norm=*/{false, true, false, true, true},
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,
@@ -57,7 +66,7 @@ inline constexpr std::array<FrameworkRules, 3> kRules{{
      /*eager_matmul_copies_views=*/true, /*flash_pads_v=*/true, "loss.log_softmax",
      /*moe=*/{true, true, 16, true}, /*embedding_dropout_is_hidden=*/false, /*position_ids_batched=*/false},
     // Megatron-LM with fused kernels (TransformerEngine norms, fused RoPE, bias-SwiGLU/GeLU).
-    {Framework::kMegatron,
+    {Framework::kMegatron, /*model_code=*/false, /*mcore_modules=*/true, /*dropout_modules=*/true, /*op_sac=*/false,
      /*rms_norm=*/{true, false, false, true, false},
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/true, /*fused_gate_up=*/true, /*fused_gated_kernel=*/true,
@@ -76,7 +85,7 @@ inline constexpr std::array<FrameworkRules, 3> kRules{{
     //    other's gradient needs, and freqs_cis needs none).
     //  - cross_entropy_loss (components/loss.py): F.cross_entropy(pred.flatten(0, 1).float(), ...):
     //    an fp32 log-softmax and the int64 targets, as HF's.
-    {Framework::kTorchtitan,
+    {Framework::kTorchtitan, /*model_code=*/false, /*mcore_modules=*/false, /*dropout_modules=*/false, /*op_sac=*/true,
      /*rms_norm=*/{true, false, false, true, false},
      /*layer_norm=*/{true, false, true, true, false},
      /*fused_qkv=*/false, /*fused_gate_up=*/false, /*fused_gated_kernel=*/false,

@@ -92,6 +92,7 @@ struct Context {
   bool fp8 = false;
   bool weights_frozen = false;  // a frozen layer (--frozen-layers) whose input needs a gradient (LayerGrad::kFrozen)
   bool packed = false;  // --packed-docs under the hf rules (policies/packed_docs.h)
+  bool hf5 = false;     // transformers 5's modeling code (fused experts, the experts kernels)
   bool no_rope = false;         // the layer being built is a NoPE layer (Llama 4)
   /// The layer's weights take no gradient: every base weight under LoRA, or a frozen layer's.
   bool frozen() const { return workload.lora.enabled() || weights_frozen; }
@@ -472,7 +473,7 @@ int core_attention(Builder& g, const Context& c, int q, int k, int v, bool repea
   g.save_core(q_full);  // QKᵀ keeps both operands
   g.save_core(k_full);
   const Shape scores{c.b, c.q_heads, c.s_tp, c.s_key};
-  if (c.model.attn_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
+  if (c.model.attn_logit_softcap > 0.0 && c.rules.model_code)
     g.save_core(g.add("attn.softcap_tanh", grp, "tanh", scores, c.e, "attn_logit_softcapping"));
   const DType softmax_dtype = c.softmax_fp32 ? DType::kFP32 : c.e;
   int softmax = g.add("attn.softmax", grp, "softmax", scores, softmax_dtype);
@@ -500,7 +501,7 @@ int standard_attention(Builder& g, const Context& c, int x) {
     const Dim heads{0, nullptr, Sym::kQHeads, 1, Sym::kKvHeads, 2};  // (a/t + 2·kv/t)
     q = k = v = linear(g, c, x, {c.s_tp, c.b, heads, c.d}, "attn.qkv", grp);
     g.at(q).note = "q, k and v are views of this one output: keeping any keeps all of it";
-    if (m.kv_copied_in_split && c.rules.framework == Framework::kHF) {
+    if (m.kv_copied_in_split && c.rules.model_code) {
       // FalconAttention._split_heads (+ transpose(1, 2).reshape): k and v become new tensors, at
       // every query head under new_decoder_architecture (broadcast_to(key, query.shape).flatten).
       expanded = m.kv_expanded_in_split;
@@ -578,7 +579,7 @@ int latent_attention(Builder& g, const Context& c, int x) {
   const Dim qk = Dim::lit("dqk", mla.qk_head_dim());
   const Dim dv = Dim::lit("dv", mla.v_head_dim);
   const Shape rows{c.s_rep, c.b};  // the down projections are replicated across TP
-  const bool megatron = c.rules.framework == Framework::kMegatron;
+  const bool megatron = c.rules.mcore_modules;
   // Megatron's TE spec fuses q_layernorm / kv_layernorm into linear_q_up_proj / linear_kv_up_proj
   // (TELayerNormColumnParallelLinear, gpt_layer_specs.py get_gpt_layer_with_transformer_engine_submodules):
   // under recompute_modules mla_up_proj the norm runs inside the checkpoint (te_rules.h kTagMlaUpNorm).
@@ -784,7 +785,7 @@ int llama4_moe(Builder& g, const Context& c, int x) {
 
 /// Routed experts (+ shared experts) on the normed input `x`; returns the combined output.
 int moe(Builder& g, const Context& c, int x) {
-  if (c.rules.framework == Framework::kMegatron) return mcore_moe(g, c, x);
+  if (c.rules.mcore_modules) return mcore_moe(g, c, x);
   const Group grp = Group::kMoe;
   const MoeSpec& spec = *c.model.moe;
   if (c.hf.llama4) return llama4_moe(g, c, x);
@@ -811,14 +812,13 @@ int moe(Builder& g, const Context& c, int x) {
   // the padded capacity E·⌈cf·k·s·b/E⌉ with a capacity factor, whatever ep, times etp/tp under MoE
   // parallel folding (layer_kinds.cc bind_moe); bound by the layout.
   const Shape rows{Dim::of(Sym::kMoeRows)};
-  if (c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5 &&
-      c.workload.experts_impl != ExpertsImpl::kEager) {
+  if (c.hf5 && c.workload.experts_impl != ExpertsImpl::kEager) {
     hf5_experts(g, c, rows, experts);
     return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
   }
   // transformers 5 eager (MixtralExperts.forward): the 4.x loop with one fused [gate|up] linear
   // per expert: the same bytes (one 2f storage instead of two f ones).
-  const bool fused_experts = c.rules.framework == Framework::kHF && c.workload.hf_version == HfVersion::k5;
+  const bool fused_experts = c.hf5;
   int dispatched = g.add("moe.dispatched", grp, "dispatch", cat(rows, {c.h}), c.e, "tokens gathered per expert");
   const auto index_shape = c.rules.moe.index_bytes == 16 ? cat(rows, {Dim::lit("2", 2)}) : rows;  // (row, token) pairs
   g.save(g.add("moe.token_index", grp, "dispatch", index_shape, DType::kINT64));
@@ -1139,13 +1139,13 @@ Graph build_layer(const Context& layer_c, const LayerSpec& spec) {
   Context c = layer_c;
   c.input_no_grad = false;
   Builder g;
-  g.op_sac = c.rules.framework == Framework::kTorchtitan;
+  g.op_sac = c.rules.op_sac;
   const auto& m = c.model;
   const Shape hidden{c.s_rep, c.b, c.h};
   int x = g.add("layer.input", Group::kNorms, "residual stream", hidden, c.e, "the layer's input");
   g.op_sac_keep(x);  // the checkpoint wrapper's input
   // OLMo 2 (post_norms_only) has no input norms: attention and the MLP read the residual stream.
-  const bool megatron = c.rules.framework == Framework::kMegatron;
+  const bool megatron = c.rules.mcore_modules;
   if (megatron) {
     c.te = c.workload.megatron.impl == TransformerImpl::kTransformerEngine;
     c.fp8 = c.workload.megatron.fp8 != Fp8Recipe::kNone;
@@ -1200,7 +1200,7 @@ Graph build_embedding(const Context& c) {
   // Megatron-LM VocabParallelEmbedding.forward (tensor_parallel/layers.py), tp > 1: ids outside the
   // rank's vocabulary are masked, and `output_parallel[input_mask, :] = 0.0` (index_put_) keeps the
   // bool mask (measured: validation/EXPECTED.md, "one rank").
-  if (c.rules.framework == Framework::kMegatron && c.variant.tensor_parallel)
+  if (c.rules.mcore_modules && c.variant.tensor_parallel)
     g.save(g.add("embedding.input_mask", Group::kEmbedding, "vocab-parallel embedding", {s_ids, c.b}, DType::kBool,
                  "ids outside this rank's vocabulary, kept by index_put_"));
   if (c.model.learned_positions)
@@ -1209,7 +1209,7 @@ Graph build_embedding(const Context& c) {
   const Shape hidden{c.s_rep, c.b, c.h};
   int emb = g.add("embedding.out", Group::kEmbedding, "embedding", hidden, c.e);
   const double p = c.rules.embedding_dropout_is_hidden ? c.hidden_p
-                   : c.hf.no_embedding_dropout || c.rules.framework == Framework::kTorchtitan ? 0.0
+                   : c.hf.no_embedding_dropout || !c.rules.dropout_modules ? 0.0
                                                      : c.workload.hidden_dropout.value_or(c.model.embedding_dropout);
   // A trained position embedding (GPT-2's wpe) still makes the sum need a gradient.
   dropout(g, emb, frozen && !c.model.learned_positions ? 0.0 : p, hidden, "embedding", Group::kEmbedding, c.e);
@@ -1236,7 +1236,7 @@ Graph build_head(const Context& c) {
     g.add("head.logits", Group::kHeadLoss, "Linear", {c.s_tp, c.b, c.vocab}, c.e);
   else
     linear(g, c, fn, {c.s_tp, c.b, c.vocab}, "head.logits", Group::kHeadLoss);
-  if (c.model.final_logit_softcap > 0.0 && c.rules.framework == Framework::kHF)
+  if (c.model.final_logit_softcap > 0.0 && c.rules.model_code)
     g.save(g.add("head.softcap_tanh", Group::kHeadLoss, "tanh", {c.s_tp, c.b, c.vocab}, c.e));
   const auto shifted = c.workload.hf_version == HfVersion::k4_44 ? c.hf.loss_4_44 : ShiftedLoss::kNone;
   if (shifted != ShiftedLoss::kNone) {
@@ -1257,7 +1257,7 @@ Graph build_head(const Context& c) {
   g.save(g.add("loss.targets", Group::kHeadLoss, "cross entropy", {c.s_tp, c.b}, DType::kINT64));
   // Megatron-LM _VocabParallelCrossEntropy (tensor_parallel/cross_entropy.py) saves (exp_logits,
   // target_mask, masked_target_1d): the bool mask of targets outside the rank's vocabulary too.
-  if (c.rules.framework == Framework::kMegatron)
+  if (c.rules.mcore_modules)
     g.save(g.add("loss.target_mask", Group::kHeadLoss, "vocab-parallel cross entropy", {c.s_tp, c.b}, DType::kBool,
                  "targets outside this rank's vocabulary"));
   return std::move(g.g);
@@ -1288,7 +1288,7 @@ Graph build_shared(const Context& c) {
   else if (c.model.has_rope())  // not with learned positions, nor when every layer is NoPE
     rot = static_cast<int64_t>(static_cast<double>(c.model.head_dim) * c.model.rotary_fraction);
   const Dim dr = Dim::lit(c.model.mla ? "dr" : (c.model.rotary_fraction < 1.0 ? "d_rot" : "d"), rot);
-  const bool hf = c.rules.framework == Framework::kHF;
+  const bool hf = c.rules.model_code;
   // Gemma 3: sliding layers use their own (local) cos/sin and eager mask, when both kinds exist.
   bool sliding = false;
   bool global = false;
@@ -1324,7 +1324,7 @@ Graph build_shared(const Context& c) {
   }
   // Megatron: gpt_model.py l.183 builds no model-level rotary_pos_emb with MLA (the attention
   // module owns its RoPE; the fused MLA kernels keep its cos/sin buffers), so none is passed in.
-  if (rot > 0 && c.rules.framework == Framework::kMegatron && !c.model.mla) {  // torchtitan's freqs_cis is a buffer
+  if (rot > 0 && c.rules.mcore_modules && !c.model.mla) {  // torchtitan's freqs_cis is a buffer
     int id = g.add("rope.freqs", Group::kShared, "rotary_pos_emb", {c.s_tp, dr}, DType::kFP32,
                    "the fp32 rotary frequencies, a checkpoint input of every layer");
     g.at(id).checkpoint_input = true;
@@ -1539,22 +1539,22 @@ bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
 
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
   const FrameworkRules& rules = rules_for(w.framework);
-  const HfQuirks& traits = hf_quirks(model);
+  const HfQuirks quirks = rules.model_code ? hf_quirks(model) : HfQuirks{};
   Context c{model,
             w,
             rules,
             variant,
             w.dtype,
-            // torchtitan's Llama has no dropout module at all
-            w.framework == Framework::kTorchtitan ? 0.0 : w.hidden_dropout.value_or(model.hidden_dropout),
-            w.framework == Framework::kTorchtitan || (w.framework == Framework::kHF && traits.no_attention_dropout)
-                ? 0.0
-                : w.attention_dropout.value_or(model.attention_dropout),
+            rules.dropout_modules ? w.hidden_dropout.value_or(model.hidden_dropout) : 0.0,
+            rules.dropout_modules && !quirks.no_attention_dropout ? w.attention_dropout.value_or(model.attention_dropout)
+                                                                  : 0.0,
             w.attention != AttentionImpl::kEager,
-            rules.softmax_fp32 && !traits.softmax_in_activation_dtype,
-            w.framework == Framework::kHF && traits.rms_norm_scale_fp32,
-            w.framework == Framework::kHF ? traits : HfQuirks{}};
-  c.packed = w.packed_docs > 0 && w.framework == Framework::kHF;
+            // the model's softmax dtype is read under every framework whose softmax is fp32
+            rules.softmax_fp32 && !hf_quirks(model).softmax_in_activation_dtype,
+            quirks.rms_norm_scale_fp32,
+            quirks};
+  c.packed = w.packed_docs > 0 && rules.model_code;
+  c.hf5 = rules.model_code && w.hf_version == HfVersion::k5;
   GraphSet set;
   const auto grads = layer_grads(model, w);
   const auto kind_of = layer_kinds(model, grads);
@@ -1566,7 +1566,7 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
     layer_c.input_no_grad = grads[i] == LayerGrad::kFirstAfterNoGrad;
     layer_c.weights_frozen = grads[i] == LayerGrad::kFrozen || grads[i] == LayerGrad::kNoGraph;
     k.graph = build_layer(layer_c, k.spec);
-    if (w.framework == Framework::kMegatron && !w.megatron.is_default()) {
+    if (rules.mcore_modules && !w.megatron.is_default()) {
       apply_recompute_modules(k.graph, model, w, k.spec.moe);
       k.selective_reruns_core = (w.megatron.recompute_modules & kRecomputeCoreAttn) != 0;
       k.selective_recompute_macs = selective_recompute_macs(model, w, k.spec);
