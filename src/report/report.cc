@@ -14,13 +14,13 @@
 #include "report/loss_report.h"  // --loss: its transient term and note
 #include "report/offload_report.h"  // --offload-activations: the GPU part, the working set
 #include "report/cpu_offload_report.h"  // --cpu-offloading-num-layers: the GPU part, the PCIe traffic
+#include "report/framework_notes.h"  // what each framework says
 #include "report/fp8_report.h"  // fp8 weight cache of the block-scaled recipes and Blackwell
 #include "report/workspaces_report.h"  // the cuBLAS workspaces term (policies/workspaces.h)
 #include "report/after_step_report.h"  // what the last pipeline stage keeps after the step
 #include "report/transients_report.h"  // the transients of the step, the largest in the peak
 #include "policies/packed_docs.h"  // --packed-docs: its notes
-#include "tensors/mcore_router.h"  // the Megatron router note
-#include "tensors/te_rules.h"  // megatron_notes
+#include "tensors/te_rules.h"  // the fp8 weight copies
 #include "util/text_table.h"  // group_digits
 
 namespace actmem::detail {
@@ -213,27 +213,7 @@ void framework_notes(const Prepared& p, const Layout& o, std::vector<std::string
     notes.push_back(fmt::format("config.json is a multimodal wrapper (model_type '{}'): only its text_config model "
                                 "is counted, parameters and activations; no vision encoder, no projector",
                                 model.wrapper_model_type));
-  if (llama4 && w.framework == Framework::kHF)
-    notes.push_back(fmt::format(
-        "hf rules: transformers {} Llama4ForCausalLM (4.57 and 5 save the same): NoPE layers keep the fp32 "
-        "temperature scales, RoPE layers the shared complex freqs_cis and L2 q/k norm statistics; eager "
-        "softmax in the activation dtype; Llama4TextMoe runs every expert on every token (E·s·b rows)",
-        kHfVersionNames.name(w.hf_version)));
-  else if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5 && model.is_moe())
-    notes.push_back(fmt::format(
-        "hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): MoE experts "
-        "as fused 3-D weights run by {} (experts_impl); everything else as the 4.57 rules",
-        kExpertsImplNames.name(w.experts_impl)));
-  else if (w.framework == Framework::kHF && w.hf_version == HfVersion::k5)
-    notes.push_back("hf rules: transformers 5 (hf_version, the default; 4.57 and 4.44 are the other choices): "
-                    "for a model without MoE experts the same saves as the 4.57 rules");
-  else if (w.framework == Framework::kHF)
-    notes.push_back(w.hf_version == HfVersion::k4_44
-                        ? "hf rules: transformers 4.44 (hf_version): the loss keeps a log-softmax over the s−1 "
-                          "shifted rows (GPT-2 in the activation dtype, Llama/Mistral/Qwen2 in fp32); the rest, "
-                          "and the loss transient, are the 4.57 rules"
-                        : "hf rules: transformers 4.57 (hf_version; 5, the default, and 4.44 are the other choices)");
-  for (auto& note : detail::megatron_notes(model, w, o.recompute, o.parallel.cp)) notes.push_back(std::move(note));
+  add_framework_notes(NoteAt::kRules, p, o, notes);
   if (w.attention == AttentionImpl::kSdpa && w.packed_docs == 0)  // packed: its own note (packed_docs.h)
     notes.push_back("sdpa is modeled as its flash backend: q, k, v (KV heads), output and fp32 logsumexp");
   if (w.attention == AttentionImpl::kSdpa && llama4) {
@@ -248,28 +228,11 @@ void framework_notes(const Prepared& p, const Layout& o, std::vector<std::string
   }
 }
 
-/// Notes on what recomputation reruns and keeps (torchtitan's block rules with it).
+/// Notes on what recomputation reruns and keeps (the framework's own rules first).
 void recompute_notes(const Prepared& p, const Layout& o, const RecordingSink& rec, std::vector<std::string>& notes) {
-  const Workload& w = p.workload;
   const KindBytes& mid_bytes = rec.kinds[p.middle_kind];
   const GraphSet& g = *rec.binding.graphs;
-  if (w.framework == Framework::kTorchtitan) {
-    notes.push_back("torchtitan rules: its Llama 3 block (v0.2.2 models/llama3/model/model.py): fused RMSNorm keeps "
-                    "its input and fp32 rstd; RoPE keeps only freqs_cis, a buffer (the fp32 q/k copies are "
-                    "transient); sdpa keeps q, k, v, output and fp32 logsumexp; no dropout");
-    if (o.recompute == Recompute::kSelective && o.selective_ac_every > 0)
-      notes.push_back(fmt::format("selective_ac_option {}: every {}-th block (1-based) is wrapped in full activation "
-                                  "checkpointing and keeps its input; the others keep everything (_apply_layer_sac)",
-                                  o.selective_ac_every, o.selective_ac_every));
-    else if (o.recompute == Recompute::kSelective)
-      notes.push_back("selective_ac_option op: each block keeps its input and the outputs of the ops of _save_list "
-                      "(sdpa; the 1st, 3rd, 5th, 7th mm: wq, wv, w1, w2); wk, wo, w3 and the elementwise ops are "
-                      "recomputed (_apply_op_sac)");
-  } else if (o.recompute == Recompute::kSelective && w.megatron.recompute_modules == kRecomputeCoreAttn)
-    notes.push_back(w.framework == Framework::kHF
-                        ? "selective recomputation is Megatron's (HF has none built in): core attention rerun, only "
-                          "q, k and v stay of it"
-                        : "selective recomputation reruns core attention (Megatron): only q, k and v stay of it");
+  add_framework_notes(NoteAt::kRecompute, p, o, notes);
   if (o.recompute == Recompute::kFull) {
     if (o.checkpoint_every > 0)
       notes.push_back(fmt::format("full recomputation with a checkpoint every {} layers: only segment-first layers "
@@ -297,7 +260,6 @@ void recompute_notes(const Prepared& p, const Layout& o, const RecordingSink& re
 /// Notes on how tensor, context and expert parallelism shard the saved tensors.
 void parallel_notes(const Prepared& p, const Layout& o, std::vector<std::string>& notes) {
   const ModelSpec& model = p.model;
-  const Workload& w = p.workload;
   const ParallelLayout& par = o.parallel;
   const bool llama4 = model.model_type == "llama4_text";
   if (par.tp > 1)
@@ -310,7 +272,7 @@ void parallel_notes(const Prepared& p, const Layout& o, std::vector<std::string>
   if (par.cp > 1)
     notes.push_back("CP: each rank holds s/cp of the sequence; ring attention keeps only its local q, k, v");
   if (model.is_moe()) {
-    notes.push_back(llama4 && w.framework == Framework::kHF
+    notes.push_back(llama4  // Llama 4 is modeled under the hf rules only (engine.cc)
                         ? "Llama4TextMoe: no dispatch; every expert's bmm runs on all s·b tokens, the unchosen "
                           "ones scaled by a zero routing score"
                     : model.moe->capacity_factor > 0
@@ -320,24 +282,8 @@ void parallel_notes(const Prepared& p, const Layout& o, std::vector<std::string>
                           "out of the data- and context-parallel ranks, with etp < tp of tensor-parallel ones too)");
     if (par.tp > 1) notes.push_back(par.expert_tp() == par.tp ? std::string("MoE experts use TP = tp on their FFN; dispatched tokens are whole per TP rank")
                                                                : fmt::format("MoE experts use their own TP (etp {}) on their FFN; each rank's experts see k·s·b·etp/tp rows (the sequence-parallel shards of etp ranks)", par.expert_tp()));
-    if (w.framework == Framework::kMegatron) {
-      const detail::McoreRouter router = detail::resolve_mcore_router(*model.moe, w.megatron.router, w.dtype);
-      const bool plain = !router.sigmoid && !router.expert_bias && router.groups == 0 && router.scaling == 0 &&
-                         router.load_balancing == MoeLoadBalancing::kAuxLoss && !router.z_loss &&
-                         router.dtype == MoeRouterDtype::kInput;
-      const std::string topk = plain ? "TopKRouter with the aux loss on"
-                                     : fmt::format("TopKRouter ({}{})", detail::describe_mcore_router(router),
-                                                   router.from_model ? "; from the model's config, as Megatron's "
-                                                                       "DeepSeek-V3 recipe sets it"
-                                                                     : "");
-      notes.push_back(w.megatron.dispatcher == MoeDispatcher::kAlltoall
-                          ? "Megatron MoE: " + topk + ", alltoall token dispatcher (its permute "
-                            "keeps the int64 argsort of the whole E·s·b routing map), unfused permute, grouped "
-                            "SwiGLU experts (validation/megatron_moe_validation.py)"
-                          : "Megatron MoE: " + topk + ", allgather token dispatcher, unfused "
-                            "permute, grouped SwiGLU experts (validation/megatron_moe_validation.py)");
-    }
   }
+  add_framework_notes(NoteAt::kMoe, p, o, notes);
 }
 
 /// Notes on the pipeline schedule and on how FLOPs and the rule of thumb are counted.
@@ -351,14 +297,10 @@ void pipeline_and_flops_notes(const Prepared& p, const Layout& o, const Activati
                                 par.vpp > 1 ? fmt::format(" interleaved (vpp {})", par.vpp) : "",
                                 report.in_flight_stage, report.in_flight_micro_batches,
                                 par.vpp > 1 ? " on its first chunk (Korthikanti factor 1 + (p−1)/(p·v))" : ""));
-  if (w.framework == Framework::kHF && par.tp * par.cp > 1)
-    notes.push_back("HF has no tensor/context parallelism of its own: sharded as Megatron would shard the same tensors");
+  add_framework_notes(NoteAt::kSharding, p, o, notes);
   if (w.packed_docs == 0 || w.attention != AttentionImpl::kFlash)  // packed flash: per document (packed_docs.h)
     notes.push_back("FLOPs count attention over the full s×s square (no causal halving), as Megatron's MFU formula does");
-  if (w.framework == Framework::kMegatron && model.norm == NormKind::kLayerNorm && !model.is_moe() && !model.mla &&
-      !model.gated_mlp)
-    notes.push_back("Korthikanti et al. 2022 Eq. 1 (34·s·b·h + 5·a·s²·b) leaves out the fp32 LayerNorm statistics "
-                    "(16·s·b per layer) counted here");
+  add_framework_notes(NoteAt::kFormula, p, o, notes);
   {
     const double rule = 34.0 * static_cast<double>(o.seq_len) * static_cast<double>(o.micro_batch) *
                         static_cast<double>(model.hidden) / static_cast<double>(par.tp);
