@@ -317,6 +317,13 @@ Expected<void> read_layer_spec(const Reader& in, TrainingConfig& cfg) {
   else if (!impl.empty())
     set("transformer_impl", impl,
         in.where("fp8-format") + ": fp8 runs in TE modules (Megatron's default --transformer-impl)");
+  else  // TransformerConfig.transformer_impl (transformer_config.py l.1314 at d98e8a64)
+    set("transformer_impl", std::string("transformer_engine"), "Megatron's default (no --transformer-impl)");
+  // --moe-grouped-gemm: TransformerEngineSpecProvider.grouped_mlp_modules builds TEGroupedMLP
+  // (extensions/transformer_engine_spec_provider.py l.75-85); the local spec's SequentialMLP
+  // ignores it (models/backends.py l.133-142), as does a model without experts.
+  if (in.has("moe-grouped-gemm") && impl != "local" && in.has("num-experts"))
+    set("moe_grouped_gemm", true, in.where("moe-grouped-gemm"));
   return {};
 }
 

@@ -80,7 +80,7 @@ TEST(MegatronArgs, Gpt3_175bExample) {
   // The bytes: the same job spelled as flags on the gpt-175b preset (Korthikanti et al. 2022 Table 3).
   TrainingSettings flags;
   for (const auto& [name, value] : std::initializer_list<std::pair<std::string_view, OptionValue>>{
-           {"framework", std::string("megatron")}, {"tp", int64_t{8}}, {"pp", int64_t{16}}, {"seq_len", int64_t{2048}},
+           {"framework", std::string("megatron")}, {"transformer_impl", std::string("transformer_engine")}, {"tp", int64_t{8}}, {"pp", int64_t{16}}, {"seq_len", int64_t{2048}},
            {"dtype", std::string("fp16")}, {"weight_dtype", std::string("fp16")}, {"hidden_dropout", 0.1},
            {"attention_dropout", 0.1}})
     ASSERT_TRUE(set_training_option(flags, name, value));

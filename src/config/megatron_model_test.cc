@@ -74,6 +74,7 @@ TEST(MegatronModel, GptWithGqaFrom7bMemoryTest) {
 // residual 2Th, the second LayerNorm's 8T, fc1 input 2Th, GeLU input 2Tf, fc2 input 2Tf.
 TEST(MegatronModel, GqaGptActivationsUnderMegatronRules) {
   TrainingSettings s = settings_of(k7bMemoryTest);
+  s.workload.megatron.impl = TransformerImpl::kLocal;  // the line names no spec: the reader gives Megatron's TE
   s.workload.attention = AttentionImpl::kFlash;
   s.workload.hidden_dropout = 0.0;
   s.workload.attention_dropout = 0.0;

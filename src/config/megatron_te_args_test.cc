@@ -27,6 +27,27 @@ TEST(MegatronTeArgs, SpecFp8AndRecomputeModules) {
   EXPECT_EQ(find(*c, "recompute_modules")->source, "--recompute-modules core_attn mlp (te.sh:1)");
 }
 
+// No --transformer-impl: TransformerConfig.transformer_impl defaults to "transformer_engine"
+// (megatron/core/transformer/transformer_config.py l.1314 at d98e8a64), not actmem's local default.
+// --moe-grouped-gemm is read under the TE spec with experts (TEGroupedMLP,
+// extensions/transformer_engine_spec_provider.py l.75-85); the local spec's SequentialMLP and a
+// dense model ignore it (models/backends.py l.133-142).
+TEST(MegatronTeArgs, DefaultSpecIsTeAndGroupedGemmIsRead) {
+  auto c = read_megatron_args("--num-experts 8 --moe-grouped-gemm", "g.sh");
+  ASSERT_TRUE(c) << c.error().message;
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);
+  EXPECT_EQ(find(*c, "transformer_impl")->source, "Megatron's default (no --transformer-impl)");
+  EXPECT_TRUE(s.workload.megatron.moe_grouped_gemm);
+  EXPECT_EQ(find(*c, "moe_grouped_gemm")->source, "--moe-grouped-gemm (g.sh:1)");
+  for (const char* ignored : {"--transformer-impl local --num-experts 8 --moe-grouped-gemm", "--moe-grouped-gemm"}) {
+    auto l = read_megatron_args(ignored, "l.sh");
+    ASSERT_TRUE(l) << l.error().message;
+    EXPECT_EQ(find(*l, "moe_grouped_gemm"), nullptr) << ignored;
+  }
+}
+
 // --attention-backend under the TE spec: unfused is TE's UnfusedDotProductAttention (language_module.py
 // l.141-144), read as eager; local needs --spec local (arguments.py l.436-437), refused.
 TEST(MegatronTeArgs, AttentionBackendUnderTheTeSpec) {
@@ -69,10 +90,10 @@ TEST(MegatronTeArgs, Fp8FormatAloneMeansTeWithTheDelayedRecipe) {
   ASSERT_TRUE(apply_training_config(*c, s));
   EXPECT_EQ(s.workload.megatron.impl, TransformerImpl::kTransformerEngine);  // Megatron's default spec
   EXPECT_EQ(s.workload.megatron.fp8, Fp8Recipe::kDelayed);                   // transformer_config.py l.594
-  // Without either flag the spec stays actmem's default, local.
+  // Without either flag: Megatron's default spec too (TransformerConfig.transformer_impl).
   auto plain = read_megatron_args("--num-layers 2", "p.sh");
   ASSERT_TRUE(plain);
-  EXPECT_EQ(find(*plain, "transformer_impl"), nullptr);
+  EXPECT_EQ(find(*plain, "transformer_impl")->value, OptionValue{std::string("transformer_engine")});
 }
 
 // --moe-token-dispatcher-type (arguments.py; choices allgather, alltoall, flex; default

@@ -130,7 +130,7 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
     for (std::size_t i = 0; i < p->kind_of.size(); ++i) p->kind_params[p->kind_of[i]] = p->params.layers[i];
     p->middle_kind = p->kind_of[model.layers.size() / 2];
     p->lm_head_macs = lm_head_macs_per_token(model);
-    auto workspaces = training_workspaces(workload);  // the config was checked with the workload
+    auto workspaces = training_workspaces(workload, model.is_moe());  // the config was checked with the workload
     if (!workspaces) return workspaces.error();
     p->workspaces = *workspaces;
     p->shape_static = needs_weight_shapes(workload);
@@ -155,7 +155,7 @@ Expected<PreparedModel> prepare_params_only(int64_t params, const Workload& work
   p->param_count = params;
   p->workload = workload;
   p->per_param = bytes_per_param(workload);
-  auto workspaces = training_workspaces(workload);
+  auto workspaces = training_workspaces(workload, false);
   if (!workspaces) return workspaces.error();
   p->workspaces = *workspaces;
   PreparedModel out;

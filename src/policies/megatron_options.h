@@ -12,6 +12,7 @@
 //   --moe-router-group-topk, --moe-router-topk-scaling-factor, --moe-router-load-balancing-type,
 //   --moe-aux-loss-coeff, --moe-z-loss-coeff, --moe-router-dtype   TopKRouter (MoeRouterOptions)
 //   --no-rope-fusion                              apply_rope_fusion False: MLA's unfused RoPE (latent_attention)
+//   --moe-grouped-gemm                            the experts as TE's GroupedLinear: its cuBLAS workspaces
 // Rules: src/tensors/te_rules.h; sources and lines: validation/EXPECTED.md, "megatron-te".
 #pragma once
 
@@ -141,6 +142,7 @@ struct MegatronOptions {
   bool no_rope_fusion = false;  // --no-rope-fusion: TransformerConfig.apply_rope_fusion False (MLA only)
   Fp8Gpu fp8_gpu = Fp8Gpu::kHopper;                      // --fp8-gpu (with --fp8)
   bool no_transpose_cache = false;                       // --disable-parameter-transpose-cache (with --fp8)
+  bool moe_grouped_gemm = false;  // --moe-grouped-gemm: TEGroupedMLP under the TE spec (its workspaces, workspaces.h)
   // CUBLAS_WORKSPACE_CONFIG as the job sets it (":4096:8"); empty: PyTorch's default for @fp8_gpu
   // (policies/workspaces.h).
   std::string cublas_workspace_config;

@@ -69,13 +69,9 @@ std::optional<OptionValue> get_count_or_unset(const Workload& w, const Layout& l
   return OptionValue{int64_t{Field(w, l)}};
 }
 template <OptionScope S, auto Field>
-constexpr Access count() {
-  return {OptionKind::kCount, S, set_count<Field>, get_count<Field>};
-}
+constexpr Access count() { return {OptionKind::kCount, S, set_count<Field>, get_count<Field>}; }
 template <OptionScope S, auto Field>
-constexpr Access count_or_unset() {
-  return {OptionKind::kCount, S, set_count<Field>, get_count_or_unset<Field>};
-}
+constexpr Access count_or_unset() { return {OptionKind::kCount, S, set_count<Field>, get_count_or_unset<Field>}; }
 
 template <auto Field>
 Expected<void> set_real(TrainingSettings& s, std::string_view n, const OptionValue& v) {
@@ -97,9 +93,7 @@ std::optional<OptionValue> get_real(const Workload& w, const Layout& l) {
   }
 }
 template <OptionScope S, auto Field>
-constexpr Access real() {
-  return {OptionKind::kReal, S, set_real<Field>, get_real<Field>};
-}
+constexpr Access real() { return {OptionKind::kReal, S, set_real<Field>, get_real<Field>}; }
 
 template <auto Field>
 Expected<void> set_flag(TrainingSettings& s, std::string_view n, const OptionValue& v) {
@@ -113,9 +107,7 @@ std::optional<OptionValue> get_flag(const Workload& w, const Layout& l) {
   return OptionValue{bool{Field(w, l)}};
 }
 template <OptionScope S, auto Field>
-constexpr Access flag() {
-  return {OptionKind::kFlag, S, set_flag<Field>, get_flag<Field>};
-}
+constexpr Access flag() { return {OptionKind::kFlag, S, set_flag<Field>, get_flag<Field>}; }
 
 /// An enum through its name table (options.h): the table's own message. A value the table does not
 /// name (MoeScoreFunction::kModel, ...) reads back as unset: the model's.
@@ -156,9 +148,7 @@ std::optional<OptionValue> get_dtype(const Workload& w, const Layout& l) {
   return OptionValue{std::string(dtype_name(Field(w, l)))};
 }
 template <OptionScope S, auto Field>
-constexpr Access dtype() {
-  return {OptionKind::kText, S, set_dtype<Field>, get_dtype<Field>, training_dtypes};
-}
+constexpr Access dtype() { return {OptionKind::kText, S, set_dtype<Field>, get_dtype<Field>, training_dtypes}; }
 
 /// Free text (the encoder head, parsed when the model is prepared); empty reads back as unset.
 template <auto Field>
@@ -174,9 +164,7 @@ std::optional<OptionValue> get_text(const Workload& w, const Layout& l) {
   return OptionValue{Field(w, l)};
 }
 template <OptionScope S, auto Field>
-constexpr Access text() {
-  return {OptionKind::kText, S, set_text<Field>, get_text<Field>};
-}
+constexpr Access text() { return {OptionKind::kText, S, set_text<Field>, get_text<Field>}; }
 
 // ---- the options whose setting is more than one field ----------------------------------------------
 
@@ -500,6 +488,9 @@ const std::array kSpecs{
         {.frameworks = kMegatronOnly, .advanced = true}),
     row("no_rope_fusion", kMegatronGroup, flag<WORKLOAD(megatron.no_rope_fusion)>(),
         "megatron, MLA models: the unfused RoPE keeps cos and sin (Megatron's --no-rope-fusion)", "true",
+        {.frameworks = kMegatronOnly, .advanced = true}),
+    row("moe_grouped_gemm", kMegatronGroup, flag<WORKLOAD(megatron.moe_grouped_gemm)>(),
+        "megatron, MoE, TE spec: the experts' grouped GEMM and its cuBLAS workspaces (--moe-grouped-gemm)", "true",
         {.frameworks = kMegatronOnly, .advanced = true}),
     // Megatron-core's MoE dispatcher and TopKRouter.
     row("moe_token_dispatcher", kRouter, named<WORKLOAD(megatron.dispatcher), kMoeDispatcherNames>(),

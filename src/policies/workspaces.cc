@@ -62,14 +62,17 @@ Workspaces megatron_global_buffer(Workspaces ws, const Workload& w, int64_t head
   return ws;
 }
 
-Expected<Workspaces> training_workspaces(const Workload& w) {
+Expected<Workspaces> training_workspaces(const Workload& w, bool moe_layers) {
   Workspaces out;
   if (w.framework != Framework::kMegatron) return out;
   auto each = cublas_workspace_bytes(w.megatron.cublas_workspace_config, w.megatron.fp8_gpu);
   if (!each) return each.error();
   out.pytorch_each = *each;
   out.pytorch_count = 2;
-  if (w.megatron.impl == TransformerImpl::kTransformerEngine) out.te = te_workspace_bytes(w.megatron.fp8_gpu);
+  if (w.megatron.impl == TransformerImpl::kTransformerEngine) {
+    out.te = te_workspace_bytes(w.megatron.fp8_gpu);
+    if (w.megatron.moe_grouped_gemm && moe_layers) out.te_grouped_count = kTeComputeStreams;
+  }
   return out;
 }
 

@@ -7,6 +7,10 @@
 //     ":4096:8" (32 MiB) on sm90 and later and ":4096:2:16:8" (8 MiB + 128 KiB) before.
 //   TransformerEngine (TE spec): one cached workspace, get_cublas_workspace (TE
 //     pytorch/cpp_extensions/gemm.py l.35-62, v2.10-v2.18): 32 MiB + 1 KiB on sm90 and later, 4 MiB before.
+//   TE's grouped GEMM (GroupedLinear: Megatron's TEGroupedMLP, --moe-grouped-gemm): general_grouped_gemm
+//     takes get_cublas_workspace(device, ub=False, grouped_gemm=True), a second lru_cached entry of one
+//     such workspace per compute stream, tex.get_num_cublas_streams() = 4 (TE gemm.py l.48-67, l.415;
+//     common/util/multi_stream.cpp get_num_compute_streams, at TE d0067d0d).
 // Checked on Megatron-LM's CI (validation/megatron_ci_validation.py): the A100 and H100 runs of one
 // case differ by exactly 28 MiB + 1 KiB. Counted for framework megatron (the stack measured).
 #pragma once
@@ -29,18 +33,24 @@ Expected<int64_t> cublas_workspace_bytes(std::string_view config, Fp8Gpu gpu);
 /// TransformerEngine's cuBLAS workspace. Example: te_workspace_bytes(Fp8Gpu::kHopper) == 33555456.
 int64_t te_workspace_bytes(Fp8Gpu gpu);
 
+/// TE's compute streams for grouped GEMM (multi_stream.cpp get_num_compute_streams).
+inline constexpr int64_t kTeComputeStreams = 4;
+
 struct Workspaces {
   int64_t pytorch_each = 0;  // one PyTorch workspace
   int64_t pytorch_count = 0; // how many: 2 (forward thread, autograd's backward thread)
   int64_t te = 0;            // TE's (TE spec only)
+  int64_t te_grouped_count = 0;  // TE's grouped-GEMM workspaces, each `te` bytes (--moe-grouped-gemm)
   int64_t global_buffer = 0; // Megatron's GlobalMemoryBuffer, per layout (megatron_global_buffer)
   int64_t global_buffer_elements = 0;
   bool global_buffer_attention = false;  // its largest request: the local attention scores (else SP's gather)
-  int64_t total() const { return pytorch_each * pytorch_count + te + global_buffer; }
+  int64_t total() const { return pytorch_each * pytorch_count + te * (1 + te_grouped_count) + global_buffer; }
 };
 
 /// The job's workspaces (framework megatron; zero for the others, which are not yet checked on a GPU).
-Expected<Workspaces> training_workspaces(const Workload& workload);
+/// `moe_layers`: the model has routed experts (the grouped-GEMM workspaces exist only once an expert
+/// layer runs; counted for the whole model, every stage alike).
+Expected<Workspaces> training_workspaces(const Workload& workload, bool moe_layers);
 
 /// `ws` with Megatron-core's GlobalMemoryBuffer of the layout. The buffer (parallel_state.py
 /// get_global_memory_buffer; utils.py GlobalMemoryBuffer.get_tensor) keeps one tensor per (name,

@@ -24,13 +24,20 @@ TEST(Workspaces, CublasConfigAndDefaults) {
 
 TEST(Workspaces, PerFramework) {
   Workload w;  // hf: not counted yet (no GPU measurement of the HF stack)
-  EXPECT_EQ(training_workspaces(w).value().total(), 0);
+  EXPECT_EQ(training_workspaces(w, false).value().total(), 0);
   w.framework = Framework::kMegatron;  // local spec: PyTorch's two
-  EXPECT_EQ(training_workspaces(w).value().total(), 2 * 33'554'432);
+  EXPECT_EQ(training_workspaces(w, false).value().total(), 2 * 33'554'432);
   w.megatron.impl = TransformerImpl::kTransformerEngine;
   w.megatron.fp8_gpu = Fp8Gpu::kAmpere;
   w.megatron.cublas_workspace_config = ":4096:8";
-  EXPECT_EQ(training_workspaces(w).value().total(), 2 * 33'554'432 + 4 * 1024 * 1024);
+  EXPECT_EQ(training_workspaces(w, false).value().total(), 2 * 33'554'432 + 4 * 1024 * 1024);
+  // TE's grouped GEMM (--moe-grouped-gemm, an MoE model): four more, one per compute stream
+  // (TE gemm.py get_cublas_workspace(grouped_gemm=True); multi_stream.cpp: 4 streams).
+  w.megatron.moe_grouped_gemm = true;
+  EXPECT_EQ(training_workspaces(w, false).value().total(), 2 * 33'554'432 + 4 * 1024 * 1024);  // no experts
+  EXPECT_EQ(training_workspaces(w, true).value().total(), 2 * 33'554'432 + 5 * 4 * 1024 * 1024);
+  w.megatron.fp8_gpu = Fp8Gpu::kHopper;
+  EXPECT_EQ(training_workspaces(w, true).value().total(), 2 * 33'554'432 + 5 * (32 * 1024 * 1024 + 1024));
 }
 
 // Megatron-core's GlobalMemoryBuffer ("mpu", utils.py GlobalMemoryBuffer; never freed): the local

@@ -142,6 +142,7 @@ void megatron_inputs_json(const Workload& w, const Layout& l, nlohmann::json& in
     in["recompute_modules"] = recompute_modules_name(w.megatron.recompute_modules);
   }
   if (w.megatron.no_rope_fusion) in["no_rope_fusion"] = true;
+  if (w.megatron.moe_grouped_gemm) in["moe_grouped_gemm"] = true;
   if (w.megatron.dispatcher != MoeDispatcher::kAllgather)
     in["moe_token_dispatcher"] = kMoeDispatcherNames.name(w.megatron.dispatcher);
   if (!w.megatron.router.is_default()) {

@@ -10,6 +10,7 @@ namespace actmem::detail {
 Term workspaces_term(const Workspaces& ws, const Workload& w) {
   std::vector<std::vector<Factor>> products{{{"threads", ws.pytorch_count}, {"W_torch", ws.pytorch_each}}};
   if (ws.te > 0) products.push_back({{"W_TE", ws.te}});
+  if (ws.te_grouped_count > 0) products.push_back({{"streams", ws.te_grouped_count}, {"W_TE", ws.te}});
   if (ws.global_buffer > 0)
     products.push_back({{ws.global_buffer_attention ? "b·a/t·s·s" : "s·b·h", ws.global_buffer_elements},
                         {"e", ws.global_buffer / std::max<int64_t>(ws.global_buffer_elements, 1)}});
@@ -31,6 +32,11 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
                               "get_cublas_workspace_size_bytes; fp8_gpu, --fp8-gpu, names the generation)",
                               gpu, w.megatron.fp8_gpu == Fp8Gpu::kAmpere ? "4 MiB" : "32 MiB + 1 KiB")
                 : "");
+  if (ws.te_grouped_count > 0)
+    t.note += fmt::format("; TE's grouped GEMM (the experts' GroupedLinear, moe_grouped_gemm) caches its own, one per "
+                          "compute stream: {} × W_TE (TE cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True), "
+                          "common/util/multi_stream.cpp get_num_compute_streams)",
+                          ws.te_grouped_count);
   if (ws.global_buffer > 0)
     t.note += fmt::format("; Megatron's GlobalMemoryBuffer (parallel_state.get_global_memory_buffer) keeps its "
                           "largest request all job long: {} (dot_product_attention.py l.188-191; "

@@ -7,6 +7,36 @@
 
 namespace actmem::detail {
 
+namespace {
+
+/// Megatron's switches set under another framework: each is refused by name.
+Expected<void> check_megatron_only(const MegatronOptions& o) {
+  if (o.impl != TransformerImpl::kLocal)
+    return Error{ErrorKind::kIncompatible, "transformer_impl",
+                 "@transformer_impl is Megatron's layer spec; it applies to @framework megatron only"};
+  if (o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store)
+    return Error{ErrorKind::kIncompatible, "fp8",
+                 "@fp8 models TransformerEngine fp8 under Megatron-core; it applies to @framework megatron "
+                 "@transformer_impl transformer_engine only"};
+  if (o.recompute_modules != kRecomputeCoreAttn)
+    return Error{ErrorKind::kIncompatible, "recompute_modules",
+                 "@recompute_modules is Megatron-core's selective recomputation; it applies to @framework "
+                 "megatron only"};
+  if (o.dispatcher != MoeDispatcher::kAllgather)
+    return Error{ErrorKind::kIncompatible, "moe_token_dispatcher",
+                 "@moe_token_dispatcher is Megatron-core's MoE token dispatcher; it applies to @framework "
+                 "megatron only"};
+  if (o.no_rope_fusion)
+    return Error{ErrorKind::kIncompatible, "no_rope_fusion",
+                 "@no_rope_fusion is Megatron's --no-rope-fusion; it applies to @framework megatron only"};
+  if (o.moe_grouped_gemm)
+    return Error{ErrorKind::kIncompatible, "moe_grouped_gemm",
+                 "@moe_grouped_gemm is Megatron's --moe-grouped-gemm; it applies to @framework megatron only"};
+  return {};
+}
+
+}  // namespace
+
 Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
   const MegatronOptions& o = w.megatron;
   if (auto v = check_mcore_router(m, w); !v) return v.error();
@@ -25,27 +55,13 @@ Expected<void> check_megatron_workload(const ModelSpec& m, const Workload& w) {
                    "@disable_parameter_transpose_cache is modeled for dense layers with standard attention, not yet "
                    "for MoE or MLA layers (grouped expert and MLA weight copies per micro-batch); drop it"};
   }
-  if (w.framework != Framework::kMegatron) {
-    if (o.impl != TransformerImpl::kLocal)
-      return Error{ErrorKind::kIncompatible, "transformer_impl",
-                   "@transformer_impl is Megatron's layer spec; it applies to @framework megatron only"};
-    if (o.fp8 != Fp8Recipe::kNone || o.fp8_act_input_store)
-      return Error{ErrorKind::kIncompatible, "fp8",
-                   "@fp8 models TransformerEngine fp8 under Megatron-core; it applies to @framework megatron "
-                   "@transformer_impl transformer_engine only"};
-    if (o.recompute_modules != kRecomputeCoreAttn)
-      return Error{ErrorKind::kIncompatible, "recompute_modules",
-                   "@recompute_modules is Megatron-core's selective recomputation; it applies to @framework "
-                   "megatron only"};
-    if (o.dispatcher != MoeDispatcher::kAllgather)
-      return Error{ErrorKind::kIncompatible, "moe_token_dispatcher",
-                   "@moe_token_dispatcher is Megatron-core's MoE token dispatcher; it applies to @framework "
-                   "megatron only"};
-    if (o.no_rope_fusion)
-      return Error{ErrorKind::kIncompatible, "no_rope_fusion",
-                   "@no_rope_fusion is Megatron's --no-rope-fusion; it applies to @framework megatron only"};
-    return {};
-  }
+  if (w.framework != Framework::kMegatron) return check_megatron_only(o);
+  if (o.moe_grouped_gemm && (o.impl != TransformerImpl::kTransformerEngine || !m.is_moe()))
+    return Error{ErrorKind::kIncompatible, "moe_grouped_gemm",
+                 !m.is_moe() ? "@moe_grouped_gemm applies to MoE models only (this model has no experts); drop it"
+                             : "@moe_grouped_gemm is TE's grouped GEMM (TEGroupedMLP); the local spec runs its experts "
+                               "as SequentialMLP whatever the flag (models/backends.py); add @transformer_impl "
+                               "transformer_engine or drop it"};
   // Modeled (and measured: validation/megatron_mla_validation.py, norope-fusion cases) for MLA only.
   if (o.no_rope_fusion && !m.mla)
     return Error{ErrorKind::kIncompatible, "no_rope_fusion",

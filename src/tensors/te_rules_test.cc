@@ -242,6 +242,23 @@ TEST(MegatronTe, ErrorsNameTheField) {
   ASSERT_FALSE(mla.has_value());
   EXPECT_EQ(mla.error().field, "recompute_modules");
   EXPECT_TRUE(megatron(te(Fp8Recipe::kNone, kRecomputeMoe | kRecomputeMoeAct | kRecomputeSharedExperts)).has_value());
+  // --moe-grouped-gemm: TEGroupedMLP exists under the TE spec with experts only (the local spec's
+  // SequentialMLP ignores it, models/backends.py l.133-142); another framework has no such switch.
+  MegatronOptions grouped = te();
+  grouped.moe_grouped_gemm = true;
+  auto dense = megatron(grouped);
+  ASSERT_FALSE(dense.has_value());
+  EXPECT_EQ(dense.error().field, "moe_grouped_gemm");
+  EXPECT_NE(dense.error().message.find("MoE models only"), std::string::npos) << dense.error().message;
+  auto hf_grouped = megatron({.moe_grouped_gemm = true}, AttentionImpl::kFlash, Framework::kHF);
+  ASSERT_FALSE(hf_grouped.has_value());
+  EXPECT_EQ(hf_grouped.error().field, "moe_grouped_gemm");
+  Workload w{.framework = Framework::kMegatron, .megatron = grouped};
+  EXPECT_TRUE(prepare(load_model("mixtral-8x7b").value(), w).has_value());
+  w.megatron.impl = TransformerImpl::kLocal;
+  auto local = prepare(load_model("mixtral-8x7b").value(), w);
+  ASSERT_FALSE(local.has_value());
+  EXPECT_EQ(local.error().field, "moe_grouped_gemm");
 }
 
 // Context parallelism (TE context_parallel.py AttnFuncWithCPAndKVP2P, l.1674 and l.2131-2142):
