@@ -15,6 +15,11 @@ static + workspaces; with pp > 1 that stage may not be the last one: such record
 megatron_theory (Megatron's theoretical report: weight_and_optimizer_mib, total_mib, for the most
 loaded shard) is held to the same measurements when present.
 
+Besides the launch line, each record gets what its user knows of the stack it ran on
+(stack_options): --fp8-gpu from its GPU, PyTorch's older cuBLAS default on Blackwell for NGC <= 26.02
+without CUBLAS_WORKSPACE_CONFIG, and --attention eager where TransformerEngine <= 1.2 (NGC <= 24.01)
+ran deterministically off Hopper, each rule with its source there.
+
 The figures (whole counts) must not fall below validation/megatron_ci_floor.json: exit 1 if one
 does; --update-floor rewrites it. Without the data folder: a line saying so, exit 0.
 
@@ -82,12 +87,45 @@ def gpu_generation(r):
     return "ampere" if "a100" in gpu else "blackwell" if ("gb200" in gpu or "b200" in gpu) else "hopper"
 
 
+def container_version(r):
+    """The NGC PyTorch container the record ran in, as (year, month): "nvcr.io/nvidia/pytorch:26.02-py3"
+    -> (26, 2); None when the record does not say."""
+    m = re.search(r"pytorch:(\d\d)\.(\d\d)", r.get("container_base_image_at_commit") or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def stack_options(r):
+    """What the record's user knows of their stack, as actmem options: the GPU generation, the
+    attention backend an old TransformerEngine picks (below), and PyTorch's cuBLAS workspace where the job sets no CUBLAS_WORKSPACE_CONFIG and its PyTorch predates the
+    Blackwell default of actmem (32 MiB, parseChosenWorkspaceSize "32MiB for Hopper and Blackwell",
+    pytorch/pytorch PR #175344, merged 2026-02-19): before it only sm90 took 32 MiB and Blackwell
+    ":4096:2:16:8" (CublasHandlePool.cpp at 26a39059). NGC 26.02 and older predate it."""
+    gen = gpu_generation(r)
+    out = ["--fp8-gpu", gen]
+    ver = container_version(r)
+    env = r.get("env") or {}
+    if gen == "blackwell" and "CUBLAS_WORKSPACE_CONFIG" not in env and ver and ver <= (26, 2):
+        out += ["--cublas-workspace-config", ":4096:2:16:8"]
+    # TransformerEngine up to v1.2 (tagged 2023-12-15; v1.3 came 2024-02-02, so NGC 24.01 and older),
+    # DotProductAttention.forward under NVTE_ALLOW_NONDETERMINISTIC_ALGO=0: flash-attn 2 is off
+    # whatever its version ("version 2 does not support deterministic execution", attention.py
+    # l.2005-2006 at v1.2), and FusedAttention's F16_arbitrary_seqlen backend is off except on sm90
+    # (l.2377-2381): off Hopper the layer runs UnfusedDotProductAttention, actmem's --attention eager.
+    # From v1.3 on flash-attn >= 2.4.1 runs deterministically. Only where the line names no
+    # --attention-backend (the reader takes that as the user's choice).
+    args = r["model_args"]
+    if (ver and ver <= (24, 1) and gen != "hopper" and env.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0"
+            and "--transformer-impl local" not in args and "--attention-backend" not in args):
+        out += ["--attention", "eager"]
+    return out
+
+
 def run_one(actmem, tmp, r):
     path = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", r["id"]) + ".sh")
     with open(path, "w") as f:
         f.write(launch_script(r))
     try:
-        p = subprocess.run([actmem, "estimate", "--from", path, "--fp8-gpu", gpu_generation(r), "--json"],
+        p = subprocess.run([actmem, "estimate", "--from", path] + stack_options(r) + ["--json"],
                            capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return dict(status="error", reason="timeout", message="timed out after 120 s")
@@ -205,7 +243,11 @@ def main():
                 print("  %-70s %s: %s" % (x["id"], x["status"], x["message"]))
 
     refused = [x for x in results if x["status"] != "read"]
-    print("\nread %d of %d; refused %d (exit 2), other errors %d"
+    stack = collections.Counter(f for r in use for f in stack_options(r)[3::2])
+    print("\nstack options beyond --fp8-gpu (stack_options): --cublas-workspace-config on %d records (PyTorch "
+          "before PR #175344 on Blackwell), --attention eager on %d (TransformerEngine <= 1.2, deterministic, "
+          "not Hopper)" % (stack[":4096:2:16:8"], stack["eager"]))
+    print("read %d of %d; refused %d (exit 2), other errors %d"
           % (len(results) - len(refused), len(results), sum(x["status"] == "refused" for x in refused),
              sum(x["status"] == "error" for x in refused)))
     if refused:

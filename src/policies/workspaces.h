@@ -23,7 +23,9 @@
 
 namespace actmem {
 
-/// PyTorch's CUBLAS_WORKSPACE_CONFIG when the job sets none: ":4096:8" from Hopper on, ":4096:2:16:8" before.
+/// PyTorch's CUBLAS_WORKSPACE_CONFIG when the job sets none: ":4096:8" from Hopper on, ":4096:2:16:8" before
+/// (parseChosenWorkspaceSize, "32MiB for Hopper and Blackwell"). PyTorch before PR #175344 (2026-02,
+/// NGC 26.02 and older) gave Blackwell ":4096:2:16:8" too: such a job gives --cublas-workspace-config.
 std::string_view default_cublas_workspace_config(Fp8Gpu gpu);
 
 /// Bytes of one PyTorch cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG parsed, or PyTorch's default for
