@@ -358,9 +358,24 @@ Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
   }
   if (in.has("optimizer")) {
     ACTMEM_TRY(o, in.text("optimizer"));
-    if (o == "adam") set("optimizer", std::string("adamw"), in.where("optimizer"));
-    else if (o == "sgd") set("optimizer", std::string("sgd"), in.where("optimizer"));
-    else cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
+    if (o == "adam") {
+      set("optimizer", std::string("adamw"), in.where("optimizer"));
+    } else if (o == "sgd") {
+      set("optimizer", std::string("sgd"), in.where("optimizer"));
+    } else if (o == "muon" || o == "dist_muon") {
+      set("optimizer", std::string("muon"), in.where("optimizer"));
+      // arguments.py l.1725-1736: muon with the distributed optimizer (or dist_muon) is the
+      // layer-wise distributed optimizer, which gives each DP rank whole Muon matrices.
+      if (o == "dist_muon" || in.has("use-distributed-optimizer"))
+        cfg.warnings.push_back(fmt::format(
+            "{}: Megatron's layer-wise distributed optimizer gives each DP rank whole 2-D weights for Muon; "
+            "counted as an even 1/dp share of their state",
+            in.where("optimizer")));
+      if (o == "dist_muon" && !in.has("use-distributed-optimizer"))
+        set("zero", int64_t{1}, in.where("optimizer") + ": dist_muon is muon with the distributed optimizer");
+    } else {
+      cfg.warnings.push_back(fmt::format("{}: optimizer '{}' not modelled; counted as AdamW", in.where("optimizer"), o));
+    }
   }
   return {};
 }

@@ -31,12 +31,26 @@ int64_t LayerParams::*bucket(const WeightTensor& t) {
   throw std::logic_error("weight tensor '" + t.name + "' is split by TP but has no parameter bucket");
 }
 
+/// The vector bucket of a 1-D layer tensor, beside its bucket() (which decides how it shards).
+int64_t LayerParams::*vector_bucket(const WeightTensor& t) {
+  const auto b = bucket(t);
+  if (b == &LayerParams::routed_experts) return &LayerParams::vector_experts;
+  if (b == &LayerParams::replicated) return &LayerParams::vector_replicated;
+  if (b == &LayerParams::kv_projection) return &LayerParams::vector_kv;
+  return &LayerParams::vector_split;
+}
+
 LayerParams layer_params(const ModelSpec& m, const LayerSpec& spec) {
   LayerParams p;
   for (const WeightTensor& t : layer_weight_tensors(m, spec)) {
     int64_t& field = p.*bucket(t);
-    field = checked_add(field, checked_mul(t.numel(), t.count));
+    const int64_t n = checked_mul(t.numel(), t.count);
+    field = checked_add(field, n);
     if (t.shard == WeightShard::kKvHeads) p.kv_heads = t.heads;
+    if (t.cols == 1) {  // a vector (weight_tensors.h: rows × 1)
+      int64_t& v = p.*vector_bucket(t);
+      v = checked_add(v, n);
+    }
   }
   return p;
 }
@@ -53,6 +67,15 @@ int64_t LayerParams::per_rank(int64_t tp, int64_t ep) const {
 
 int64_t LayerParams::experts_per_rank(int64_t ep, int64_t etp) const {
   return ceil_div(ceil_div(routed_experts, ep), etp);
+}
+
+int64_t LayerParams::dense_vectors_per_rank(int64_t tp) const {
+  const int64_t kv = kv_heads > 0 ? checked_mul(vector_kv / kv_heads, kv_heads_per_rank(kv_heads, tp)) : 0;
+  return checked_add(checked_add(vector_replicated, ceil_div(vector_split, tp)), kv);
+}
+
+int64_t LayerParams::expert_vectors_per_rank(int64_t ep, int64_t etp) const {
+  return ceil_div(ceil_div(vector_experts, ep), etp);
 }
 
 int64_t ParamCounts::total() const {
@@ -80,6 +103,8 @@ ParamCounts count_params(const ModelSpec& m) {
   for (const WeightTensor& t : embedding_weight_tensors(m)) {
     int64_t& field = t.shard == WeightShard::kVocab ? c.embedding : c.embedding_replicated;
     field = checked_add(field, checked_mul(t.numel(), t.count));
+    if (t.shard != WeightShard::kVocab && t.cols == 1)
+      c.embedding_vectors = checked_add(c.embedding_vectors, checked_mul(t.numel(), t.count));
   }
   for (const WeightTensor& t : head_weight_tensors(m)) {
     int64_t& field = t.part == WeightPart::kFinalNorm ? c.final_norm

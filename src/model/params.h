@@ -20,6 +20,13 @@ struct LayerParams {
   int64_t shared_experts = 0;  // split by TP (DeepSeek/Qwen2-MoE shared expert weights)
   int64_t replicated = 0;      // whole on every TP rank: norms, router (+bias), row-parallel biases,
                                // q/k norms, MLA down-projections and their norms
+  // Of the above, the parameters in 1-D tensors (norm weights and biases, projection biases), by the
+  // same buckets: Megatron's Muon orthogonalizes only 2-D weights and leaves these to Adam
+  // (emerging_optimizers.py _is_nonlinear_or_embedding).
+  int64_t vector_replicated = 0;  // norms, row-parallel biases: whole on every TP rank
+  int64_t vector_split = 0;       // column-parallel biases (attention, dense MLP, shared experts)
+  int64_t vector_kv = 0;          // k/v biases: split by KV head as kv_projection
+  int64_t vector_experts = 0;     // routed experts' biases: split as routed_experts
   int64_t total() const {
     return attention + kv_projection + dense_mlp + routed_experts + shared_experts + replicated;
   }
@@ -29,12 +36,18 @@ struct LayerParams {
   int64_t per_rank(int64_t tp, int64_t ep) const;
   /// The routed experts one GPU holds: E/ep experts, each split by the expert TP degree `etp`.
   int64_t experts_per_rank(int64_t ep, int64_t etp) const;
+  /// Of per_rank(tp, ep) - the routed experts, the parameters in 1-D tensors; and of
+  /// experts_per_rank(ep, etp), those in 1-D tensors. Example: a Megatron GPT layer with LayerNorm and
+  /// no linear biases has 2·2h (two norms, weight and bias) whatever tp.
+  int64_t dense_vectors_per_rank(int64_t tp) const;
+  int64_t expert_vectors_per_rank(int64_t ep, int64_t etp) const;
 };
 
 struct ParamCounts {
   int64_t embedding = 0;   // the token embedding, vocab-parallel under TP (V x h)
   int64_t embedding_replicated = 0;  // whole on every TP rank, first stage only: a learned position
                                      // table, BERT's token types and embedding LayerNorm
+  int64_t embedding_vectors = 0;     // of embedding_replicated, the 1-D tensors (that LayerNorm)
   int64_t lm_head = 0;     // 0 when tied to the embedding
   int64_t lm_head_bias = 0;
   int64_t final_norm = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include "util/text_table.h"  // group_digits, format_binary
 #include "policies/frozen_layers.h"  // frozen_parts: what a label calls frozen
@@ -55,6 +56,11 @@ int64_t quant_scale_bytes(int64_t rows, int64_t cols, BaseWeights base, bool dou
   }
 }
 
+// Muon is refused with weight-shape static memory (check_options), so it never reaches here.
+[[noreturn]] void muon_unreachable() {
+  throw std::logic_error("Muon reached the fine-tuning static memory, which does not model it");
+}
+
 /// Adds `copies` trainable tensors of rows × cols in dtype `param`, their gradients in `grad`.
 void add_trainable(FinetuneStatic& s, const Workload& w, int64_t rows, int64_t cols, int64_t copies, DType param,
                    DType grad) {
@@ -103,6 +109,8 @@ void add_trainable(FinetuneStatic& s, const Workload& w, int64_t rows, int64_t c
       // exp_avg unless beta1 is set (default None); no master copy (the update runs on p.float()).
       state = cols > 1 ? 4 * (rows + cols) : 4 * n;
       break;
+    case Optimizer::kMuon:
+      muon_unreachable();
   }
   s.state += Bytes{checked_mul(state, copies)};
   s.paged_state += Bytes{checked_mul(paged_state, copies)};
@@ -235,6 +243,32 @@ StageStatic finetune_stage_static(const FinetuneStatic& s, int zero_stage, bool 
   return m;
 }
 
+namespace {
+
+/// The optimizer state per trainable tensor, as the optimizer term's formula writes it.
+std::string finetune_state_rule(const Workload& w) {
+  switch (w.optimizer) {
+    case Optimizer::kAdamW:
+      return w.precision == Precision::kMixed ? "4 (m) + 4 (v) per param" : "e (m) + e (v) per param";
+    case Optimizer::kPagedAdamW:
+      return "4 (m) + 4 (v) per param, fp32 (bitsandbytes 32-bit)";
+    case Optimizer::kAdamW8bit:
+    case Optimizer::kPagedAdamW8bit:
+      return "2 + 2·4·⌈n/2048⌉ per tensor of n ≥ 4096, else 8·n (bitsandbytes)";
+    case Optimizer::kSGD:
+      return w.precision == Precision::kMixed ? "4 (momentum) per param" : "e (momentum) per param";
+    case Optimizer::kSGDPlain:
+      return "none";
+    case Optimizer::kAdafactor:
+      return "4·(rows + cols) per matrix, 4·n per vector (transformers Adafactor)";
+    case Optimizer::kMuon:
+      muon_unreachable();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Workload& w, int zero_stage, int64_t dp,
                                            bool offload, Bytes weights, Bytes gradients, Bytes optimizer) {
   const LoraOptions& lora = w.lora;
@@ -285,28 +319,7 @@ std::vector<Term> describe_finetune_static(const FinetuneStatic& s, const Worklo
   ot.bytes = optimizer;
   ot.label = fmt::format("Optimizer state ({}, {} precision, {}{})", kOptimizerNames.name(w.optimizer),
                          kPrecisionNames.name(w.precision), whose, offload ? ", offloaded to CPU: 0 on GPU" : "");
-  std::string state_rule;
-  switch (w.optimizer) {
-    case Optimizer::kAdamW:
-      state_rule = w.precision == Precision::kMixed ? "4 (m) + 4 (v) per param" : "e (m) + e (v) per param";
-      break;
-    case Optimizer::kPagedAdamW:
-      state_rule = "4 (m) + 4 (v) per param, fp32 (bitsandbytes 32-bit)";
-      break;
-    case Optimizer::kAdamW8bit:
-    case Optimizer::kPagedAdamW8bit:
-      state_rule = "2 + 2·4·⌈n/2048⌉ per tensor of n ≥ 4096, else 8·n (bitsandbytes)";
-      break;
-    case Optimizer::kSGD:
-      state_rule = w.precision == Precision::kMixed ? "4 (momentum) per param" : "e (momentum) per param";
-      break;
-    case Optimizer::kSGDPlain:
-      state_rule = "none";
-      break;
-    case Optimizer::kAdafactor:
-      state_rule = "4·(rows + cols) per matrix, 4·n per vector (transformers Adafactor)";
-      break;
-  }
+  const std::string state_rule = finetune_state_rule(w);
   ot.formula = (s.master > Bytes{0} ? std::string("4·Ψ_trainable (fp32 master) + ") : std::string()) + state_rule;
   ot.substituted = fmt::format("{}{} B{}", s.master > Bytes{0} ? group_digits(s.master.count()) + " + " : "",
                                group_digits(s.state.count()), sharded(1));

@@ -125,6 +125,21 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
       return r.fail(ErrorKind::kInvalid, d.field, [&] { return fmt::format("@{} {} must be in [0, 1)", d.field, *d.p); });
   if (l.reserve < Bytes{0})
     return r.fail(ErrorKind::kInvalid, "reserve", [] { return std::string("@reserve must not be negative"); });
+  // Muon is Megatron's (core/optimizer/emerging_optimizers.py), modeled under its DDP and its
+  // distributed optimizer; Megatron-FSDP with emerging optimizers raises NotImplementedError there
+  // (core/optimizer/__init__.py _get_megatron_emerging_optimizer at d98e8a64).
+  if (w.optimizer == Optimizer::kMuon &&
+      (w.framework != Framework::kMegatron || l.zero_stage > 1 || needs_weight_shapes(w)))
+    return r.fail(ErrorKind::kIncompatible, "optimizer", [&] {
+      if (w.framework != Framework::kMegatron)
+        return std::string("@optimizer muon is Megatron-LM's Muon; it applies to @framework megatron only");
+      if (needs_weight_shapes(w))
+        return std::string("@optimizer muon is modeled for full training; with frozen weights, LoRA or the step in "
+                           "backward it is not; use @optimizer adamw");
+      return fmt::format("@optimizer muon under @zero {} (Megatron-FSDP) is not modeled: Megatron does not run "
+                         "its emerging optimizers there; use @zero 0 or 1",
+                         l.zero_stage);
+    });
   return check_finetune(w, l, r);
 }
 

@@ -26,8 +26,9 @@ enum class AttentionImpl { kEager, kSdpa, kFlash };
 enum class Recompute { kNone, kSelective, kFull };
 // kAdamW8bit/kPagedAdamW*: bitsandbytes (AdamW8bit, PagedAdamW, PagedAdamW8bit); kAdafactor:
 // transformers' Adafactor (factored second moments, no first moment by default); kSGD: torch.optim.SGD
-// with momentum, kSGDPlain: without (no state). Rules and sources: static_memory.cc, finetune.cc.
-enum class Optimizer { kAdamW, kAdamW8bit, kSGD, kPagedAdamW, kPagedAdamW8bit, kAdafactor, kSGDPlain };
+// with momentum, kSGDPlain: without (no state); kMuon: Megatron's Muon (emerging_optimizers: one
+// momentum buffer for 2-D weights, Adam for the rest). Rules and sources: static_memory.cc, finetune.cc.
+enum class Optimizer { kAdamW, kAdamW8bit, kSGD, kPagedAdamW, kPagedAdamW8bit, kAdafactor, kSGDPlain, kMuon };
 // kMixed: an fp32 master copy and fp32 optimizer state beside 16-bit weights (Megatron, DeepSpeed,
 // the default). kPure: no master copy, optimizer state in the weight dtype (torchtune's dtype=bf16,
 // LitGPT's "bf16-true").
@@ -61,7 +62,7 @@ inline constexpr NameTable<Recompute, 3> kRecomputeNames{
     "recomputation",
     "recompute",
     {{{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}}};
-inline constexpr NameTable<Optimizer, 7> kOptimizerNames{
+inline constexpr NameTable<Optimizer, 8> kOptimizerNames{
     "optimizer",
     "optimizer",
     {{{Optimizer::kAdamW, "adamw"},
@@ -70,7 +71,8 @@ inline constexpr NameTable<Optimizer, 7> kOptimizerNames{
       {Optimizer::kPagedAdamW, "paged-adamw"},
       {Optimizer::kPagedAdamW8bit, "paged-adamw-8bit"},
       {Optimizer::kAdafactor, "adafactor"},
-      {Optimizer::kSGDPlain, "sgd-nomomentum"}}}};
+      {Optimizer::kSGDPlain, "sgd-nomomentum"},
+      {Optimizer::kMuon, "muon"}}}};
 inline constexpr NameTable<Precision, 2> kPrecisionNames{
     "precision", "precision", {{{Precision::kMixed, "mixed"}, {Precision::kPure, "pure"}}}};
 inline constexpr NameTable<BaseWeights, 5> kBaseWeightNames{"base weight dtype",

@@ -76,6 +76,17 @@ BytesPerParam bytes_per_param(const Workload& workload) {
       b.optimizer = 0.0;
       b.optimizer_formula = "factored second moments (by shape)";
       break;
+    case Optimizer::kMuon:
+      // Megatron's Muon (core/optimizer/emerging_optimizers.py at d98e8a64): the 2-D weights go to
+      // TensorParallelMuon, an OrthogonalizedOptimizer whose only state is momentum_buffer =
+      // zeros_like(grad) of the fp32 master (Emerging-Optimizers orthogonalized_optimizer.py); the rest
+      // to its scalar optimizer, Adam by default (--muon-scalar-optimizer). Both under
+      // Float16OptimizerWithFloat16Params with --bf16 (core/optimizer/__init__.py): an fp32 master each.
+      b.optimizer = master_bytes + 2 * moment;
+      b.optimizer_formula = master_text + m + " (m) + " + m + " (v)";
+      b.optimizer_matrix = master_bytes + moment;
+      b.optimizer_matrix_formula = master_text + m + " (momentum)";
+      break;
   }
   return b;
 }
@@ -108,6 +119,8 @@ std::vector<StageParams> stage_params(const ParamCounts& counts, const ParallelL
         const auto& l = counts.layers[static_cast<size_t>(i)];
         st.dense = checked_add(st.dense, l.per_rank(tp, ep) - l.experts_per_rank(ep, tp));
         st.expert = checked_add(st.expert, l.experts_per_rank(ep, layout.expert_tp()));
+        st.dense_scalar = checked_add(st.dense_scalar, l.dense_vectors_per_rank(tp));
+        st.expert_scalar = checked_add(st.expert_scalar, l.expert_vectors_per_rank(ep, layout.expert_tp()));
         ++st.num_layers;
       }
     }
@@ -123,12 +136,15 @@ void add_embedding_and_head(StageParams& st, const ParamCounts& counts, int64_t 
   // the final norm on the last stage; when tied and pp > 1 the last stage allocates its own copy of
   // the word table only (gpt_model.py: output_layer with skip_weight_param_allocation = pre_process
   // and share_embeddings_and_output_weights; the position table stays on the first stage).
-  if (st.stage == 0)
+  if (st.stage == 0) {
     st.dense = checked_add(st.dense, checked_add(ceil_div(counts.embedding, tp), counts.embedding_replicated));
+    st.dense_scalar = checked_add(st.dense_scalar, ceil_div(counts.embedding, tp) + counts.embedding_vectors);
+  }
   if (st.stage == pp - 1) {
     int64_t head = counts.lm_head;
     if (head == 0 && pp > 1) head = counts.embedding;  // tied: the last stage keeps its own copy
     st.dense = checked_add(st.dense, ceil_div(head, tp) + counts.lm_head_bias + counts.final_norm);
+    st.dense_scalar = checked_add(st.dense_scalar, ceil_div(head, tp) + counts.lm_head_bias + counts.final_norm);
   }
 }
 
@@ -143,16 +159,24 @@ StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, 
   const int64_t instances = std::max<int64_t>(par.optimizer_instances, 1);
   // Each part is sharded once ZeRO reaches it; the optimizer state over DP / instances (Megatron's
   // --num-distributed-optimizer-instances).
-  auto part = [&](int stage_needed, double bytes_each) {
+  auto part_of = [&](int stage_needed, double bytes_each, int64_t dense, int64_t expert) {
     const int64_t group = stage_needed == 1 ? instances : 1;
-    const int64_t dense = z >= stage_needed ? shard(st.dense, std::max<int64_t>(dp / group, 1)) : st.dense;
-    const int64_t expert = z >= stage_needed ? shard(st.expert, std::max<int64_t>(expert_dp / group, 1)) : st.expert;
+    if (z >= stage_needed) {
+      dense = shard(dense, std::max<int64_t>(dp / group, 1));
+      expert = shard(expert, std::max<int64_t>(expert_dp / group, 1));
+    }
     return bytes_of(dense, bytes_each) + bytes_of(expert, bytes_each);
   };
+  auto part = [&](int stage_needed, double bytes_each) { return part_of(stage_needed, bytes_each, st.dense, st.expert); };
   StageStatic m;
   m.weights = part(3, per.weights);
   m.gradients = part(2, per.gradients);
-  const Bytes optimizer = part(1, per.optimizer);
+  // Muon: the 2-D weights' state and the scalar parameters' Adam state, each sharded as a whole.
+  const Bytes optimizer =
+      per.split_matrix()
+          ? part_of(1, per.optimizer, st.dense_scalar, st.expert_scalar) +
+                part_of(1, per.optimizer_matrix, st.dense - st.dense_scalar, st.expert - st.expert_scalar)
+          : part(1, per.optimizer);
   if (offload)
     m.cpu_optimizer = optimizer;
   else
@@ -192,6 +216,16 @@ void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& 
                           fmt::format("Optimizer state ({}{})", kOptimizerNames.name(workload.optimizer),
                                       layout.offload_optimizer ? ", offloaded to CPU: 0 on GPU" : ""),
                           per.optimizer, "(" + per.optimizer_formula + ")", m.optimizer, 1));
+  if (per.split_matrix()) {  // Muon: its 2-D weights and the scalar optimizer's parameters apart
+    Term& t = m.breakdown.terms.back();
+    const int64_t scalar = m.stage.dense_scalar + m.stage.expert_scalar;
+    t.formula = fmt::format("Ψ_2D · ({}) + Ψ_rest · ({})", per.optimizer_matrix_formula, per.optimizer_formula);
+    t.substituted = fmt::format("{} 2-D params × {} B + {} other params × {} B{}",
+                                group_digits(m.stage.total() - scalar), per.optimizer_matrix, group_digits(scalar),
+                                per.optimizer, sharding(1));
+    t.note = "Muon for 2-D weights, Adam for 1-D tensors, the word embedding and the output layer "
+             "(Megatron emerging_optimizers.py)";
+  }
   if (layout.offload_optimizer)
     m.breakdown.terms.back().note = fmt::format("{} in host memory", format_binary(m.cpu_optimizer));
 }

@@ -22,6 +22,11 @@ struct BytesPerParam {
   double gradients = 0;
   double optimizer = 0;  // fp32 master copy (when weights are not fp32) + moments (+ 8-bit block scales)
   std::string optimizer_formula;  // "4 (fp32 master) + 4 (m) + 4 (v)"
+  // Muon: the 2-D weights' state (master + one momentum buffer); optimizer is then the scalar
+  // parameters' (Adam). Negative for every other optimizer: all parameters at optimizer.
+  double optimizer_matrix = -1;
+  std::string optimizer_matrix_formula;
+  bool split_matrix() const { return optimizer_matrix >= 0; }
 };
 BytesPerParam bytes_per_param(const Workload& workload);
 
@@ -32,6 +37,12 @@ struct StageParams {
   int64_t num_layers = 0;
   int64_t dense = 0;   // sharded over the data-parallel group by ZeRO
   int64_t expert = 0;  // routed-expert parameters, sharded over the expert-data-parallel group (dp/ep)
+  // Of dense and expert, what Megatron's Muon leaves to its scalar optimizer (Adam): 1-D tensors, the
+  // word embedding and the output layer (emerging_optimizers.py _is_nonlinear_or_embedding: the
+  // tables language_module.py marks is_embedding_or_output_parameter; a learned position table is
+  // 2-D and unmarked, so Muon's). The rest are the 2-D weights Muon orthogonalizes.
+  int64_t dense_scalar = 0;
+  int64_t expert_scalar = 0;
   int64_t total() const { return dense + expert; }
 };
 

@@ -34,6 +34,7 @@ struct Scratch {
   std::vector<KindBytes> kinds;
   std::vector<int64_t> kind_per_rank;  // parameters of one layer of each kind on one GPU
   std::vector<int64_t> kind_expert;    // of which routed experts
+  std::vector<int64_t> kind_dense_vectors, kind_expert_vectors;  // of each, those in 1-D tensors (Muon's rest)
   std::vector<double> kind_work;       // FLOPs of one layer of each kind per micro-batch: 3·forward (+ the
                                        // attention core again under selective recomputation)
   std::vector<int64_t> chunk_layer_bytes, chunk_bytes, counts, step;

@@ -17,7 +17,7 @@ template <typename Reporter>
 bool check_param_only(const Prepared& p, const Layout& l, Reporter& reporter) {
   const ParallelLayout& par = l.parallel;
   const Workload& w = p.workload;
-  if (needs_weight_shapes(w))
+  if (needs_weight_shapes(w) || w.optimizer == Optimizer::kMuon)  // Muon: which weights are 2-D
     return reporter.fail(ErrorKind::kIncompatible, "params", [&] {
       return fmt::format("@params gives no weight shapes, which {} needs; give @model",
                          w.lora.enabled() ? "LoRA" : w.optimizer_in_backward ? "the optimizer step in backward"

@@ -34,6 +34,8 @@ StageParams stage_params_from_kinds(const Account& a, int64_t rank, double* work
       const int64_t n = p.count(k, begin, end);
       st.dense = checked_add(st.dense, checked_mul(n, s.kind_per_rank[k] - s.kind_expert[k]));
       st.expert = checked_add(st.expert, checked_mul(n, s.kind_expert[k]));
+      st.dense_scalar = checked_add(st.dense_scalar, checked_mul(n, s.kind_dense_vectors[k]));
+      st.expert_scalar = checked_add(st.expert_scalar, checked_mul(n, s.kind_expert_vectors[k]));
       if (work) {  // in a local, in the same order: the same sum, without a store per term
         sum += static_cast<double>(n) * s.kind_work[k];
         if (rerun_end > begin) sum += static_cast<double>(p.count(k, begin, rerun_end)) * s.kinds[k].flops;
@@ -70,6 +72,8 @@ void account_layer_params(Account& a) {
   const ParallelLayout& par = a.par;
   s.kind_per_rank.resize(num_kinds);
   s.kind_expert.resize(num_kinds);
+  s.kind_dense_vectors.resize(num_kinds);
+  s.kind_expert_vectors.resize(num_kinds);
   s.kind_work.resize(num_kinds);
   for (std::size_t k = 0; k < num_kinds; ++k)
     s.kind_work[k] = 3.0 * s.kinds[k].flops + (a.l.recompute == Recompute::kSelective ? s.kinds[k].selective_flops : 0.0);
@@ -78,6 +82,8 @@ void account_layer_params(Account& a) {
     const LayerParams& lp = a.p.kind_params[k];
     s.kind_expert[k] = lp.experts_per_rank(par.ep, par.expert_tp());
     s.kind_per_rank[k] = lp.per_rank(par.tp, par.ep) - lp.experts_per_rank(par.ep, par.tp) + s.kind_expert[k];
+    s.kind_dense_vectors[k] = lp.dense_vectors_per_rank(par.tp);
+    s.kind_expert_vectors[k] = lp.expert_vectors_per_rank(par.ep, par.expert_tp());
     a.largest_layer = std::max(a.largest_layer, s.kind_per_rank[k]);
   }
   // TE's cached fp8 weight copies (te_rules.h): weight elements of one layer of each kind per TP rank.
