@@ -113,6 +113,11 @@ def stack_options(r):
     # (l.2377-2381): off Hopper the layer runs UnfusedDotProductAttention, actmem's --attention eager.
     # From v1.3 on flash-attn >= 2.4.1 runs deterministically. Only where the line names no
     # --attention-backend (the reader takes that as the user's choice).
+    # The Megatron-core release of the values commit: index_add_ in the deterministic MoE unpermute
+    # came with 56818f9e50 (2025-10-16, first in core_v0.15.0; moe_utils.py unpermute); the records
+    # measured before it ran scatter_add_ (--megatron-core 0.14).
+    if r["source"]["commit_date"][:10] < "2025-10-16":
+        out += ["--megatron-core", "0.14"]
     args = r["model_args"]
     if (ver and ver <= (24, 1) and gen != "hopper" and env.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0"
             and "--transformer-impl local" not in args and "--attention-backend" not in args):

@@ -17,7 +17,8 @@ Followed line by line: Megatron-LM main @d98e8a64ddf3 (the mirror's HEAD), megat
                     MoEAuxLossAutoScaler l.291-330 (keeps the 0-dim aux loss), permute l.344-494
                     (unfused: argsort of the transposed map, sorted_indices = flat_sorted % T,
                     tokens.index_select(0, sorted_indices)), unpermute l.497-625 (probs None:
-                    zeros.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), tokens))
+                    zeros.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), tokens); under
+                    --deterministic-mode index_add_(0, sorted_indices, tokens), l.604-612)
   token_dispatcher.py  MoEAllGatherTokenDispatcher (Megatron's default moe_token_dispatcher_type)
                     l.271-373: local_probs = probs[:, local].contiguous() -> .T.contiguous().masked_select(
                     local_map.T.contiguous()) (masked_select keeps its input, the transposed probs, and
@@ -67,6 +68,17 @@ import models
 import te_validation as tv
 
 AUX_LOSS_COEFF = 1e-2
+
+
+def unpermute(out, sorted_indices, T):
+    """moe_utils.py unpermute with probs None (l.597-615 at d98e8a64): under
+    torch.use_deterministic_algorithms(True) (--deterministic-mode) index_add_, whose backward keeps
+    its source, the experts' output; else scatter_add_, which keeps only the index."""
+    h = out.shape[-1]
+    restored = torch.zeros((T, h), dtype=out.dtype)
+    if torch.are_deterministic_algorithms_enabled():
+        return restored.index_add_(0, sorted_indices, out)
+    return restored.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -488,8 +500,7 @@ class MegatronMoE(nn.Module):
         permuted = hidden.index_select(0, sorted_indices)
         local_probs = local_probs.T.contiguous().masked_select(local_map.T.contiguous())
         out = self.experts(permuted, tokens_per_expert.tolist(), local_probs)
-        restored = torch.zeros((T, h), dtype=out.dtype).scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h),
-                                                                      out)
+        restored = unpermute(out, sorted_indices, T)
         restored = restored.view(s, b, h)
         if shared is not None:
             restored = restored + shared
@@ -521,7 +532,7 @@ class MegatronMoE(nn.Module):
             chunks = torch.split(out, splits, dim=0)
             out = torch.cat([chunks[i] for i in restore], dim=0)
         # combine_postprocess: unpermute, probs None
-        return torch.zeros((T, h), dtype=out.dtype).scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, h), out)
+        return unpermute(out, sorted_indices, T)
 
     def forward(self, x):
         if "moe" in self.modules_:
@@ -599,5 +610,10 @@ class TEMoELayer(tv.TELayer):
 def measure(cfg, run, opts, seed=0, backward=False, router=None):
     """te_validation.measure (saved_tensors_hooks; a storage freed by CheckpointWithoutOutput counts
     0) on the model built here; `router`: RouterOpts (None: the defaults)."""
-    return tv.measure(cfg, run, opts, seed, backward,
-                      build_fn=lambda c, r, o, sd: build(c, r, o, sd, router))
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(opts.deterministic)  # Megatron's --deterministic-mode
+    try:
+        return tv.measure(cfg, run, opts, seed, backward,
+                          build_fn=lambda c, r, o, sd: build(c, r, o, sd, router))
+    finally:
+        torch.use_deterministic_algorithms(before)

@@ -41,9 +41,10 @@ TE, LOCAL = "transformer_engine", "local"
 
 
 def case(name, shape, impl, rc, s, b, modules=("core_attn",), dtype="bf16", fp8_store=False, dispatcher="allgather",
-         router=None):
+         router=None, deterministic=False):
     attention = "flash" if impl == TE else "eager"
-    opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store, dispatcher=dispatcher)
+    opts = tv.MegatronOpts(impl, modules=modules, act_fp8_store=fp8_store, dispatcher=dispatcher,
+                           deterministic=deterministic)
     return dict(name=name, model=models.ModelConfig(**shape), opts=opts, router=router,
                 run=models.RunConfig("megatron", attention, rc, dtype, seq_len=s, micro_batch=b))
 
@@ -59,10 +60,10 @@ DEEPSEEK = R(score="sigmoid", expert_bias=True, num_groups=4, group_topk=2, scal
 A2A = dict(dispatcher="alltoall")  # --moe-token-dispatcher alltoall
 
 
-def fp8_case(name, shape, recipe, rc, s, b, modules=("core_attn",), fp8_store=False):
+def fp8_case(name, shape, recipe, rc, s, b, modules=("core_attn",), fp8_store=False, deterministic=False):
     """The TE spec under --fp8 delayed|tensorwise (megatron_moe_models.py experts_fp8: per-expert
     fp8 inputs of GroupedLinear, Fp8Padding; shared experts as TE linears; balanced routing)."""
-    opts = tv.MegatronOpts(TE, fp8=recipe, modules=modules, act_fp8_store=fp8_store)
+    opts = tv.MegatronOpts(TE, fp8=recipe, modules=modules, act_fp8_store=fp8_store, deterministic=deterministic)
     return dict(name=name, model=models.ModelConfig(**shape), opts=opts, router=None,
                 run=models.RunConfig("megatron", "flash", rc, "bf16", seq_len=s, micro_batch=b))
 
@@ -88,6 +89,8 @@ FP8_CASES = [
              ("layernorm", "shared_experts")),
     fp8_case("fp8-qwen2moe-delayed-shared_experts", QWEN2_MOE, "delayed", "selective", 64, 2, ("shared_experts",)),
     fp8_case("fp8-qwen2moe-tensorwise-full", QWEN2_MOE, "tensorwise", "full", 40, 2),
+    # --deterministic-mode: unpermute's index_add_ keeps the unpadded expert output
+    fp8_case("det-fp8-mixtral-delayed-none-pad", MIXTRAL, "delayed", "none", 40, 2, deterministic=True),
 ]
 CASES = [
     case("mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2),
@@ -160,6 +163,13 @@ CASES = [
     case("router-fp64-nonorm-zloss-local-none", MOE_NONORM, LOCAL, "none", 48, 2, router=R(dtype="fp64", z_coeff=1e-3)),
     case("router-deepseek-fp32-local-moe_act", MOE_E8, LOCAL, "selective", 64, 2, ("moe_act",),
          router=R(**{**DEEPSEEK.__dict__, "dtype": "fp32"})),
+    # --deterministic-mode (torch.use_deterministic_algorithms(True)): unpermute runs index_add_,
+    # whose backward keeps the experts' output (moe_utils.py l.604-612, Megatron-core 0.15 on)
+    case("det-mixtral-te-none", MIXTRAL, TE, "none", 64, 2, deterministic=True),
+    case("det-mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2, deterministic=True),
+    case("det-qwen2moe-te-moe", QWEN2_MOE, TE, "selective", 64, 2, ("moe",), deterministic=True),
+    case("det-mixtral-te-moe_act", MIXTRAL, TE, "selective", 64, 2, ("moe_act",), deterministic=True),
+    case("det-a2a-mixtral-local-none", MIXTRAL, LOCAL, "none", 64, 2, deterministic=True, **A2A),
 ] + FP8_CASES
 
 

@@ -68,6 +68,7 @@ class MegatronOpts:
     modules: tuple = ("core_attn",)  # --recompute-modules (with recompute selective)
     dispatcher: str = "allgather"  # --moe-token-dispatcher (Megatron's --moe-token-dispatcher-type)
     no_cache: bool = False  # --disable-parameter-transpose-cache (per-tensor recipes)
+    deterministic: bool = False  # --deterministic (Megatron's --deterministic-mode; MoE's unpermute index_add_)
 
 
 class Fp8Recipe(str):
@@ -818,6 +819,8 @@ def cli_extra(opts: MegatronOpts, recompute):
         extra += ["--disable-parameter-transpose-cache"]
     if opts.dispatcher != "allgather":
         extra += ["--moe-token-dispatcher", opts.dispatcher]
+    if opts.deterministic:
+        extra += ["--deterministic"]
     return extra
 
 

@@ -364,8 +364,7 @@ Expected<void> read_optimizer(const Reader& in, TrainingConfig& cfg) {
       set("optimizer", std::string("sgd"), in.where("optimizer"));
     } else if (o == "muon" || o == "dist_muon") {
       set("optimizer", std::string("muon"), in.where("optimizer"));
-      // arguments.py l.1725-1736: muon with the distributed optimizer (or dist_muon) is the
-      // layer-wise distributed optimizer, which gives each DP rank whole Muon matrices.
+      // arguments.py l.1725-1736: muon + distributed optimizer (or dist_muon) is the layer-wise one.
       if (o == "dist_muon" || in.has("use-distributed-optimizer"))
         cfg.warnings.push_back(fmt::format(
             "{}: Megatron's layer-wise distributed optimizer gives each DP rank whole 2-D weights for Muon; "
@@ -503,15 +502,12 @@ void read_precision(const Reader& in, TrainingConfig& cfg) {
     set("grad_dtype", std::string("fp32"), in.where("accumulate-allreduce-grads-in-fp32"));
 }
 
-Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
+/// TE fp8: --fp8-format turns it on; --fp8-recipe defaults to delayed (transformer_config.py l.594).
+/// --fp8-param-gather (fp8 weights, te_rules.h): read with the per-tensor recipes, else warned.
+Expected<void> read_fp8(const Reader& in, TrainingConfig& cfg) {
   const Setter set{cfg};
-  if (auto r = read_recompute(in, cfg); !r) return r.error();
-  read_precision(in, cfg);
-  if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
-  if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
-  // TE fp8 (--fp8-format turns it on; --fp8-recipe defaults to delayed, transformer_config.py l.594).
+  std::string recipe = "delayed";
   if (in.has("fp8-format")) {
-    std::string recipe = "delayed";
     std::string src = in.where("fp8-format") + ": Megatron's default --fp8-recipe delayed";
     if (in.has("fp8-recipe")) {
       ACTMEM_TRY(r, in.text("fp8-recipe"));
@@ -520,13 +516,34 @@ Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
     }
     set("fp8", recipe, src);
   }
+  if (!in.has("fp8-param-gather")) return {};
+  const bool fsdp = in.has("use-megatron-fsdp") || in.has("use-custom-fsdp");  // its own fp8 shards
+  if (in.has("fp8-format") && (recipe == "delayed" || recipe == "tensorwise") && !fsdp)
+    set("fp8_param_gather", true, in.where("fp8-param-gather"));
+  else
+    cfg.warnings.push_back(fmt::format("{}: not modelled {}: fp8 primary weights in place of the bf16 ones",
+                                       in.where("fp8-param-gather"),
+                                       fsdp                    ? std::string("under Megatron-FSDP")
+                                       : in.has("fp8-format") ? "with --fp8-recipe " + recipe
+                                                              : std::string("without --fp8-format")));
+  return {};
+}
+
+Expected<void> read_training(const Reader& in, TrainingConfig& cfg) {
+  const Setter set{cfg};
+  if (auto r = read_recompute(in, cfg); !r) return r.error();
+  read_precision(in, cfg);
+  if (auto opt = read_optimizer(in, cfg); !opt) return opt.error();
+  if (auto spec = read_layer_spec(in, cfg); !spec) return spec.error();
+  if (auto fp8 = read_fp8(in, cfg); !fp8) return fp8.error();
   if (auto router = read_moe_router(in, cfg); !router) return router.error();
   if (in.has("cpu-offloading-num-layers")) {  // Megatron's cpu_offloading follows from it (arguments.py l.1950)
     ACTMEM_TRY(n, in.count("cpu-offloading-num-layers"));
     if (n > 0) set("cpu_offloading_num_layers", n, in.where("cpu-offloading-num-layers"));
   }
-  if (in.has("activation-func-fp8-input-store"))
-    set("activation_func_fp8_input_store", true, in.where("activation-func-fp8-input-store"));
+  for (const auto& [flag, option] : {std::pair{"activation-func-fp8-input-store", "activation_func_fp8_input_store"},
+                                     {"deterministic-mode", "deterministic"}})
+    if (in.has(flag)) set(option, true, in.where(flag));
   if (in.has("disable-parameter-transpose-cache") && in.has("fp8-format"))  // te_rules.h; no effect without fp8
     set("disable_parameter_transpose_cache", true, in.where("disable-parameter-transpose-cache"));
   if (auto r = read_recompute_modules(in, cfg); !r) return r.error();

@@ -193,10 +193,12 @@ TEST(MegatronArgs, MegatronCiLaunchLine) {
   EXPECT_EQ(std::get<int64_t>(find(*c, "dp")->value), 2);  // 8 GPUs / (tp 1 x pp 4 x cp 1)
   std::vector<std::string> named;
   for (const auto& w : c->warnings) named.push_back(w.substr(0, w.find(' ')));
-  for (const char* flag : {"--async-save", "--deterministic-mode", "--attention-softmax-in-fp32",
-                           "--no-gradient-accumulation-fusion"})
+  for (const char* flag : {"--async-save", "--attention-softmax-in-fp32", "--no-gradient-accumulation-fusion"})
     EXPECT_NE(std::find(named.begin(), named.end(), flag), named.end()) << flag;
   EXPECT_EQ(std::find(named.begin(), named.end(), "--log-memory-to-tensorboard"), named.end());
+  // --deterministic-mode is read (the MoE unpermute's index_add_, megatron_options.h MegatronCore).
+  EXPECT_EQ(std::find(named.begin(), named.end(), "--deterministic-mode"), named.end());
+  EXPECT_TRUE(std::get<bool>(find(*c, "deterministic")->value));
   for (const auto& w : c->warnings) {
     if (w.starts_with("--async-save")) {
       EXPECT_NE(w.find("not modelled: a host/GPU copy of the checkpoint while saving"), std::string::npos) << w;

@@ -140,6 +140,16 @@ bool check_options(const Workload& w, const Layout& l, Reporter& r) {
                          "its emerging optimizers there; use @zero 0 or 1",
                          l.zero_stage);
     });
+  // fp8 primary weights are modeled under Megatron's DDP and distributed optimizer (te_rules.h);
+  // Megatron-FSDP keeps its own fp8 shards and TE then caches nothing.
+  if (w.megatron.fp8_param_gather && (l.zero_stage > 1 || needs_weight_shapes(w)))
+    return r.fail(ErrorKind::kIncompatible, "fp8_param_gather", [&] {
+      return l.zero_stage > 1 ? fmt::format("@fp8_param_gather under @zero {} (Megatron-FSDP) is not modeled; use "
+                                            "@zero 0 or 1",
+                                            l.zero_stage)
+                              : std::string("@fp8_param_gather is modeled for full training; with frozen weights, "
+                                            "LoRA or the step in backward it is not; drop it");
+    });
   return check_finetune(w, l, r);
 }
 

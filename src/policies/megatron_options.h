@@ -64,6 +64,17 @@ inline constexpr NameTable<Fp8Gpu, 3> kFp8GpuNames{
     "fp8_gpu",
     {{{Fp8Gpu::kHopper, "hopper"}, {Fp8Gpu::kBlackwell, "blackwell"}, {Fp8Gpu::kAmpere, "ampere"}}}};
 
+/// The Megatron-core release whose code the rules follow where it changed memory: k0_15 covers
+/// core_v0.15.0 and later (main at d98e8a64 is 0.20); k0_14 the releases up to core_v0.14.x.
+/// Difference read: under --deterministic-mode the MoE unpermute runs index_add_, which keeps the
+/// experts' output for backward, from 56818f9e50 (2025-10-16, first in core_v0.15.0); before it
+/// scatter_add_, which keeps only the index (transformer/moe/moe_utils.py unpermute).
+enum class MegatronCore { k0_15, k0_14 };
+inline constexpr NameTable<MegatronCore, 2> kMegatronCoreNames{
+    "Megatron-core release",
+    "megatron_core",
+    {{{MegatronCore::k0_15, "0.15"}, {MegatronCore::k0_14, "0.14"}}}};
+
 /// TransformerConfig.moe_token_dispatcher_type (Megatron's default allgather; flex is not modeled):
 /// which of token_dispatcher.py's MoEAllGatherTokenDispatcher / MoEAlltoAllTokenDispatcher runs.
 enum class MoeDispatcher { kAllgather, kAlltoall };
@@ -142,6 +153,9 @@ struct MegatronOptions {
   bool no_rope_fusion = false;  // --no-rope-fusion: TransformerConfig.apply_rope_fusion False (MLA only)
   Fp8Gpu fp8_gpu = Fp8Gpu::kHopper;                      // --fp8-gpu (with --fp8)
   bool no_transpose_cache = false;                       // --disable-parameter-transpose-cache (with --fp8)
+  bool fp8_param_gather = false;  // --fp8-param-gather: TE linear weights are fp8 Float8Tensors (te_rules.h)
+  bool deterministic = false;     // --deterministic-mode: torch.use_deterministic_algorithms(True)
+  MegatronCore core = MegatronCore::k0_15;
   bool moe_grouped_gemm = false;  // --moe-grouped-gemm: TEGroupedMLP under the TE spec (its workspaces, workspaces.h)
   // CUBLAS_WORKSPACE_CONFIG as the job sets it (":4096:8"); empty: PyTorch's default for @fp8_gpu
   // (policies/workspaces.h).

@@ -184,7 +184,8 @@ StageStatic stage_static_bytes(const StageParams& st, const BytesPerParam& per, 
   return m;
 }
 
-void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout) {
+void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout,
+                     int64_t fp8_weights) {
   const auto& par = layout.parallel;
   const int64_t dp = par.dp * std::max<int64_t>(par.cp, 1);
   const int z = layout.zero_stage;
@@ -210,6 +211,15 @@ void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& 
   m.breakdown.title = "Static memory per GPU (parameters only)";
   m.breakdown.add(term("weights", fmt::format("Weights ({})", dtype_name(workload.weight_dtype)), per.weights,
                           fmt::format("{}", per.weights), m.weights, 3));
+  if (fp8_weights > 0) {  // Megatron's --fp8-param-gather: the TE linears' weights are fp8 (te_rules.h)
+    Term& t = m.breakdown.terms.back();
+    t.label = fmt::format("Weights ({}, the TE linears' fp8)", dtype_name(workload.weight_dtype));
+    t.formula = fmt::format("(Ψ_gpu − Ψ_TE linears) · {} + Ψ_TE linears · 1", per.weights);
+    t.substituted = fmt::format("({} − {}) params{} × {} B + {} × 1 B", group_digits(m.stage.total()),
+                                group_digits(fp8_weights), sharding(3), per.weights, group_digits(fp8_weights));
+    t.note = "fp8 primary weights (@fp8_param_gather): Float8Tensor data in DDP's uint8 param buffer "
+             "(Megatron param_and_grad_buffer.py, TE quantized_model_init)";
+  }
   m.breakdown.add(term("gradients", fmt::format("Gradients ({})", dtype_name(workload.grad_dtype)), per.gradients,
                           fmt::format("{}", per.gradients), m.gradients, 2));
   m.breakdown.add(term("optimizer",

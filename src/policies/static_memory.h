@@ -81,7 +81,8 @@ struct StaticMemory {
 
 /// Fills m.breakdown: the weights, gradients and optimizer terms with their formulas and values
 /// (dtypes and optimizer from the workload; ZeRO stage, offload and parallel degrees from the layout).
-void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout);
+void describe_static(StaticMemory& m, const BytesPerParam& per, const Workload& workload, const Layout& layout,
+                     int64_t fp8_weights = 0);
 
 /// A ParamCounts for a parameter-count-only model (`--params 7.5e9`): nothing is known of its
 /// structure, so all parameters are TP-splittable and spread over `pp` equal pseudo-layers.

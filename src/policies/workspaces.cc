@@ -51,13 +51,20 @@ Workspaces megatron_global_buffer(Workspaces ws, const Workload& w, int64_t head
   if (w.framework != Framework::kMegatron) return ws;
   const ParallelLayout& p = l.parallel;
   const int64_t tp = std::max<int64_t>(p.tp, 1), cp = std::max<int64_t>(p.cp, 1);
-  int64_t scores = 0, gathered = 0;
+  int64_t scores = 0, gathered = 0, moe = 0;
   const bool local = w.megatron.impl == TransformerImpl::kLocal;
   if (local && w.attention == AttentionImpl::kEager)
     scores = checked_mul(checked_mul(l.micro_batch, heads / tp), checked_mul(l.seq_len / cp, l.seq_len / cp));
   if (p.sp && tp > 1 && (local || output_layer)) gathered = checked_mul(checked_mul(l.seq_len / cp, l.micro_batch), hidden);
-  ws.global_buffer_elements = std::max(scores, gathered);
-  ws.global_buffer_attention = scores >= gathered && scores > 0;
+  const int64_t etp = p.expert_tp(), ep = std::max<int64_t>(p.ep, 1);
+  if (ws.moe_allgather && (tp > 1 || ep > 1))  // the expert TP·EP group's tokens (SP with TP for MoE)
+    moe = checked_mul(checked_mul(l.seq_len / (cp * tp) * l.micro_batch, checked_mul(etp, ep)), hidden);
+  ws.global_buffer_elements = std::max({scores, gathered, moe});
+  using R = Workspaces::GlobalRequest;
+  ws.global_request = ws.global_buffer_elements == 0   ? R::kNone
+                      : scores == ws.global_buffer_elements   ? R::kScores
+                      : gathered == ws.global_buffer_elements ? R::kSpGather  // equal sizes: SP's, as before
+                                                              : R::kMoeGather;
   ws.global_buffer = checked_mul(ws.global_buffer_elements, dtype_bits(w.dtype) / 8);
   return ws;
 }
@@ -73,6 +80,7 @@ Expected<Workspaces> training_workspaces(const Workload& w, bool moe_layers) {
     out.te = te_workspace_bytes(w.megatron.fp8_gpu);
     if (w.megatron.moe_grouped_gemm && moe_layers) out.te_grouped_count = kTeComputeStreams;
   }
+  out.moe_allgather = moe_layers && w.megatron.dispatcher == MoeDispatcher::kAllgather;
   return out;
 }
 

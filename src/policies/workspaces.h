@@ -45,7 +45,10 @@ struct Workspaces {
   int64_t te_grouped_count = 0;  // TE's grouped-GEMM workspaces, each `te` bytes (--moe-grouped-gemm)
   int64_t global_buffer = 0; // Megatron's GlobalMemoryBuffer, per layout (megatron_global_buffer)
   int64_t global_buffer_elements = 0;
-  bool global_buffer_attention = false;  // its largest request: the local attention scores (else SP's gather)
+  // Its largest request: the local attention scores, the sequence-parallel linears' gather, or the
+  // MoE allgather dispatcher's gather of the TP·EP group's tokens.
+  enum class GlobalRequest { kNone, kScores, kSpGather, kMoeGather } global_request = GlobalRequest::kNone;
+  bool moe_allgather = false;  // the model has MoE layers under the allgather dispatcher (training_workspaces)
   int64_t total() const { return pytorch_each * pytorch_count + te * (1 + te_grouped_count) + global_buffer; }
 };
 
@@ -62,7 +65,10 @@ Expected<Workspaces> training_workspaces(const Workload& workload, bool moe_laye
 /// all-gathered [s/cp, b, h] input (tensor_parallel/layers.py l.623-629, 667-673); both in the
 /// activation dtype. Held all job long, so in the peak and after the step. Framework megatron only.
 /// Under the TE spec the output layer is the only such linear: `output_layer` says whether the rank
-/// holds it (the last pipeline stage). Example: local spec, eager, s 1024, b 4, 8 heads, tp 1:
+/// holds it (the last pipeline stage). The MoE allgather dispatcher all-gathers the hidden states of
+/// the expert TP·EP group into it too (token_dispatcher.py l.298-300, use_global_buffer=True;
+/// mappings.py l.142-143): (s/(t·cp))·b tokens per rank under SP, times etp·ep, of h each.
+/// Example: local spec, eager, s 1024, b 4, 8 heads, tp 1:
 /// 4 · 8 · 1024 · 1024 · 2 B = 64 MiB.
 Workspaces megatron_global_buffer(Workspaces ws, const Workload& workload, int64_t heads, int64_t hidden,
                                   const Layout& layout, bool output_layer);

@@ -51,14 +51,14 @@ TEST(Workspaces, MegatronGlobalMemoryBuffer) {
   Layout l{.seq_len = 1024, .micro_batch = 4, .parallel = {.tp = 4}};
   const Workspaces ws = megatron_global_buffer(Workspaces{}, w, 8, 512, l, true);
   EXPECT_EQ(ws.global_buffer, 4 * (8 / 4) * 1024 * 1024 * 2);
-  EXPECT_TRUE(ws.global_buffer_attention);
+  EXPECT_EQ(ws.global_request, Workspaces::GlobalRequest::kScores);
   EXPECT_EQ(ws.total(), ws.global_buffer);
   l.parallel.sp = true;  // the scores (8M elements) stay larger than the gathered input (2M)
   EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 16 * 1024 * 1024);
   w.megatron.impl = TransformerImpl::kTransformerEngine;  // TE's attention allocates per call: SP's gather only
   const Workspaces te = megatron_global_buffer(Workspaces{}, w, 8, 512, l, true);
   EXPECT_EQ(te.global_buffer, 1024 * 4 * 512 * 2);
-  EXPECT_FALSE(te.global_buffer_attention);
+  EXPECT_EQ(te.global_request, Workspaces::GlobalRequest::kSpGather);
   // Under the TE spec only the output layer is Megatron's ColumnParallelLinear: the last stage's.
   EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, false).global_buffer, 0);
   l.parallel.sp = false;
@@ -66,6 +66,24 @@ TEST(Workspaces, MegatronGlobalMemoryBuffer) {
   w.framework = Framework::kHF;
   w.megatron.impl = TransformerImpl::kLocal;
   EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 0);
+}
+
+// The MoE allgather dispatcher gathers the expert TP·EP group's tokens into the same buffer
+// (token_dispatcher.py l.298-300, use_global_buffer=True at d98e8a64): Megatron-LM's CI
+// moe/gpt3_mcore_tp2_cp2_pp2_ep2_te_4experts2parallel (s 1024, b 4, h 512, tp 2 with SP, cp 2,
+// ep 2): (1024/(2·2))·4 tokens per rank × tp 2 · ep 2 × 512 × 2 B = 4 MiB, where SP's gather of
+// the output layer's input is [s/cp, b, h] = 2 MiB.
+TEST(Workspaces, MoeAllgatherDispatcherUsesTheGlobalBuffer) {
+  Workload w{.framework = Framework::kMegatron, .megatron = {.impl = TransformerImpl::kTransformerEngine}};
+  Layout l{.seq_len = 1024, .micro_batch = 4, .parallel = {.tp = 2, .sp = true, .cp = 2, .ep = 2}};
+  Workspaces moe;
+  moe.moe_allgather = true;
+  const Workspaces ws = megatron_global_buffer(moe, w, 8, 512, l, true);
+  EXPECT_EQ(ws.global_buffer, 4 * 1024 * 1024);
+  EXPECT_EQ(ws.global_request, Workspaces::GlobalRequest::kMoeGather);
+  EXPECT_EQ(megatron_global_buffer(Workspaces{}, w, 8, 512, l, true).global_buffer, 2 * 1024 * 1024);
+  w.megatron.dispatcher = MoeDispatcher::kAlltoall;  // training_workspaces sets the flag for allgather only
+  EXPECT_FALSE(training_workspaces(w, true).value().moe_allgather);
 }
 
 }  // namespace

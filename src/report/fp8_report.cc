@@ -9,6 +9,27 @@
 
 namespace actmem::detail {
 
+Term describe_fp8_param_extras(const MegatronOptions& o, int64_t elements, int64_t layers, int64_t tp,
+                               int64_t copies) {
+  const bool hopper = o.fp8_gpu == Fp8Gpu::kHopper;
+  std::vector<std::vector<Factor>> products;
+  if (hopper) products.push_back({{"Ψ_TE linears", elements}});
+  products.push_back({{"4", kTeFp8ScaleInvBytes}, {"n_fp8 weights", copies}});
+  Term c = sum_term("fp8_weight_cache",
+                    hopper ? "TE fp8 weights' columnwise transposes and fp32 scale_inv (the fp8 data is the weight)"
+                           : "TE fp8 weights' fp32 scale_inv (the fp8 data is the weight; no transpose on Blackwell)",
+                    products);
+  c.note = fmt::format(
+      "@fp8_param_gather: the {} TE linear weights of the stage's {} layers at tp {} are Float8Tensors, their data "
+      "counted in the weights term; {}",
+      copies, layers, tp,
+      hopper ? "Megatron builds each one's transpose after the parameter all-gather (fp8_utils.py "
+               "post_all_gather_processing; TE Float8Tensor _transpose, no non-TN fp8 GEMM on Hopper)"
+             : "Blackwell's fp8 GEMM takes the data in either layout (TE csrc/quantizer.cpp, "
+               "nvte_is_non_tn_fp8_gemm_supported)");
+  return c;
+}
+
 Term describe_fp8_weight_cache(const MegatronOptions& o, int64_t bytes, int64_t elements, int64_t layers, int64_t tp,
                                int64_t copies) {
   const bool per_tensor = o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise;

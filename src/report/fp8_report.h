@@ -16,5 +16,9 @@ namespace actmem::detail {
 /// 4 per layer for dense standard-attention layers, more with MoE experts and MLA).
 Term describe_fp8_weight_cache(const MegatronOptions& options, int64_t bytes, int64_t elements, int64_t layers,
                                int64_t tp, int64_t copies);
+/// The same term with @fp8_param_gather (te_rules.h): the fp8 weights are the parameters, so what
+/// stays is Hopper's transpose (1 byte per element; none on Blackwell) and a scale_inv per linear.
+Term describe_fp8_param_extras(const MegatronOptions& options, int64_t elements, int64_t layers, int64_t tp,
+                               int64_t copies);
 
 }  // namespace actmem::detail

@@ -349,7 +349,8 @@ void describe_static_memory(const Prepared& p, const Layout& o, const Totals& t,
   e.static_memory.gradients = Bytes{t.gradients};
   e.static_memory.optimizer = Bytes{t.optimizer};
   e.static_memory.cpu_optimizer = Bytes{t.cpu_optimizer};
-  describe_static(e.static_memory, p.per_param, p.workload, sharded);
+  describe_static(e.static_memory, p.per_param, p.workload, sharded,
+                  p.workload.megatron.fp8_param_gather ? rec.fp8_weight_elements : 0);
   if (p.shape_static) {  // LoRA, Adafactor, paged optimizers, step in backward: by weight tensor
     const FinetuneStatic& fs = rec.finetune;
     e.static_memory.breakdown.terms =
@@ -371,6 +372,9 @@ void describe_static_memory(const Prepared& p, const Layout& o, const Totals& t,
 /// 4-byte scale_inv per linear on Hopper with per-tensor scaling; fp8_report.cc for the others.
 Term fp8_weight_cache_term(const Prepared& p, const Layout& o, const Totals& t, const RecordingSink& rec) {
   const auto& par = o.parallel;
+  if (p.workload.megatron.fp8_param_gather)
+    return describe_fp8_param_extras(p.workload.megatron, rec.fp8_weight_elements, rec.stage.num_layers, par.tp,
+                                     rec.fp8_weight_copies);
   const Fp8Recipe fp8_recipe = p.workload.megatron.fp8;
   const bool per_tensor_hopper = (fp8_recipe == Fp8Recipe::kDelayed || fp8_recipe == Fp8Recipe::kTensorwise) &&
                                  p.workload.megatron.fp8_gpu == Fp8Gpu::kHopper;

@@ -12,7 +12,10 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
   if (ws.te > 0) products.push_back({{"W_TE", ws.te}});
   if (ws.te_grouped_count > 0) products.push_back({{"streams", ws.te_grouped_count}, {"W_TE", ws.te}});
   if (ws.global_buffer > 0)
-    products.push_back({{ws.global_buffer_attention ? "b·a/t·s·s" : "s·b·h", ws.global_buffer_elements},
+    products.push_back({{ws.global_request == Workspaces::GlobalRequest::kScores      ? "b·a/t·s·s"
+                         : ws.global_request == Workspaces::GlobalRequest::kMoeGather ? "s/t·b·etp·ep·h"
+                                                                                       : "s·b·h",
+                         ws.global_buffer_elements},
                         {"e", ws.global_buffer / std::max<int64_t>(ws.global_buffer_elements, 1)}});
   std::string label = ws.te > 0 ? "cuBLAS workspaces (PyTorch's per thread, TransformerEngine's)"
                                 : "cuBLAS workspaces (PyTorch's, per thread)";
@@ -41,8 +44,12 @@ Term workspaces_term(const Workspaces& ws, const Workload& w) {
     t.note += fmt::format("; Megatron's GlobalMemoryBuffer (parallel_state.get_global_memory_buffer) keeps its "
                           "largest request all job long: {} (dot_product_attention.py l.188-191; "
                           "tensor_parallel/layers.py l.623-629)",
-                          ws.global_buffer_attention ? "the local spec's [b·a/t, s, s] baddbmm input of the attention scores"
-                                                     : "the sequence-parallel linears' all-gathered [s, b, h] input");
+                          ws.global_request == Workspaces::GlobalRequest::kScores
+                              ? "the local spec's [b·a/t, s, s] baddbmm input of the attention scores"
+                          : ws.global_request == Workspaces::GlobalRequest::kMoeGather
+                              ? "the MoE allgather dispatcher's gathered tokens of the expert TP·EP group "
+                                "(token_dispatcher.py l.298-300)"
+                              : "the sequence-parallel linears' all-gathered [s, b, h] input");
   return t;
 }
 

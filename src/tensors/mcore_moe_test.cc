@@ -52,6 +52,22 @@ TEST(McoreMoe, MixtralLayer) {
   EXPECT_EQ(kAttention + kMoe, 1'032'831'040);  // 0.96 GiB per layer
 }
 
+// --deterministic-mode (moe_utils.py l.604-612): from Megatron-core 0.15 unpermute runs index_add_,
+// whose IndexAddBackward0 keeps its source, the experts' output (kT, h) in bf16: 2·kT·h more per
+// layer; under 0.14 (scatter_add_) nothing more. Measured on CPU by the det-* cases of
+// validation/megatron_moe_validation.py.
+TEST(McoreMoe, DeterministicModeKeepsTheExpertOutput) {
+  const int64_t none = kAttention + kMoe;
+  MegatronOptions o;
+  o.deterministic = true;
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, o), none + 2 * k * T * h);
+  o.core = MegatronCore::k0_14;
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeCoreAttn, Recompute::kNone, o), none);
+  // moe recompute: the checkpoint drops it with the rest of the layer.
+  o.core = MegatronCore::k0_15;
+  EXPECT_EQ(per_layer("mixtral-8x7b", kRecomputeMoe, Recompute::kSelective, o), kAttention);
+}
+
 TEST(McoreMoe, RecomputeModules) {
   const int64_t none = kAttention + kMoe;
   // moe_act: CheckpointWithoutOutput frees the activation output (fc2's input), 2·kT·fe.

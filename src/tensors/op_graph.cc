@@ -17,97 +17,18 @@
 #include "model/weight_tensors.h"  // linear_macs_per_token: FLOPs from the weight shapes
 #include "policies/finetune.h"      // LoRA targets
 #include "tensors/framework_rules.h"  // kRules: what each framework's ops save
+#include "tensors/graph_builder.h"    // Builder, Context, the shared op builders
 #include "tensors/te_rules.h"         // Megatron TE spec, fp8, --recompute-modules
-#include "tensors/mcore_router.h"      // Megatron TopKRouter options (mcore_moe)
 
 namespace actmem::detail {
 
-namespace {
+namespace graph {
 
 // HF modeling-file quirks (GPT-2's softmax dtype, Gemma's fp32 norm scale, ...) are fields of the
 // model's row in model/arch.cc (HfQuirks), applied under the hf rules only.
 using ShiftedLoss = HfQuirks::ShiftedLoss;
 
 constexpr std::array<const char*, 7> kGroupNames{"attention", "mlp", "norms", "moe", "embedding", "head+loss", "shared"};
-
-// ---------------------------------------------------------------------------------------------
-// The graph under construction.
-
-using Shape = std::vector<Dim>;
-
-Shape cat(Shape a, std::initializer_list<Dim> b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-struct Builder {
-  Graph g;
-  // torchtitan op-level SAC (activation_checkpoint.py, _apply_op_sac._custom_policy): every
-  // storage follows the per-op rule; the block's aten.mm calls are counted in forward order and
-  // odd counts (the 1st, 3rd, ...) are MUST_SAVE, even ones PREFER_RECOMPUTE.
-  bool op_sac = false;
-  int mm_count = 0;
-  uint16_t mcore_tag = 0;  // framework megatron: the module being built (te_rules.h McoreTag)
-
-  int add(std::string name, Group group, const char* op, Shape shape, DType dtype, std::string note = {}) {
-    Storage st;
-    st.name = std::move(name);
-    st.group = group;
-    st.op = op;
-    st.shape = std::move(shape);
-    st.dtype = dtype;
-    st.note = std::move(note);
-    st.op_sac_rule = op_sac;
-    st.mcore_tag = mcore_tag;
-    g.storages.push_back(std::move(st));
-    return static_cast<int>(g.storages.size()) - 1;
-  }
-  void save(int id) { at(id).saved_outside_core = true; }
-  void op_sac_keep(int id) { at(id).op_sac_kept = true; }
-  /// One aten.mm ran producing `out`: under the per-op policy an odd count keeps its output.
-  void mm(int out) {
-    if (op_sac && ++mm_count % 2 == 1) op_sac_keep(out);
-  }
-  void save_core(int id) { at(id).saved_by_core = true; }
-  Storage& at(int id) { return g.storages[static_cast<std::size_t>(id)]; }
-};
-
-/// What every builder reads: the model, the rules, the workload's choices, the variant.
-struct Context {
-  const ModelSpec& model;
-  const Workload& workload;
-  const FrameworkRules& rules;
-  Variant variant;
-  DType e;  // activation dtype
-  double hidden_p;
-  double attention_p;
-  bool flash;
-  bool softmax_fp32;
-  bool norm_scale_fp32;  // HF Gemma RMSNorm (HfQuirks::rms_norm_scale_fp32)
-  HfQuirks hf;           // the model's HF quirks; the defaults (none) under other frameworks
-  bool input_no_grad = false;  // the norm's input needs no gradient (layer 0 after a frozen embedding)
-  // Megatron-core TE spec (megatron_options.h): FusedAttention's saves; fp8 (set inside layers
-  // only: the output layer is Megatron's own ColumnParallelLinear, not a TE module).
-  bool te = false;
-  bool fp8 = false;
-  bool weights_frozen = false;  // a frozen layer (--frozen-layers) whose input needs a gradient (LayerGrad::kFrozen)
-  bool packed = false;  // --packed-docs under the hf rules (policies/packed_docs.h)
-  bool hf5 = false;     // transformers 5's modeling code (fused experts, the experts kernels)
-  bool no_rope = false;         // the layer being built is a NoPE layer (Llama 4)
-  /// The layer's weights take no gradient: every base weight under LoRA, or a frozen layer's.
-  bool frozen() const { return workload.lora.enabled() || weights_frozen; }
-
-  // The symbols every builder uses.
-  Dim s_rep = Dim::of(Sym::kSeqRep);
-  Dim s_tp = Dim::of(Sym::kSeqTp);
-  Dim s_key = Dim::of(Sym::kSeqKey);
-  Dim b = Dim::of(Sym::kBatch);
-  Dim h = Dim::of(Sym::kHidden);
-  Dim q_heads = Dim::of(Sym::kQHeads);
-  Dim kv_heads = Dim::of(Sym::kKvHeads);
-  Dim d = Dim::of(Sym::kHeadDim);
-  Dim vocab = Dim::of(Sym::kVocab);
-};
 
 // ---------------------------------------------------------------------------------------------
 // Op builders. Each returns the id of the storage it produces; saves are declared where the op
@@ -324,7 +245,7 @@ int activation(Builder& g, const Context& c, int input, const Shape& shape, cons
 /// Dense MLP (or one expert bank) on `rows` tokens with intermediate `ffn` (a symbol); returns
 /// down's output.
 int mlp(Builder& g, const Context& c, int input, const Shape& rows, Sym ffn, const std::string& prefix, Group group,
-        bool fused_gate_up = false) {
+        bool fused_gate_up) {
   const auto f_shape = cat(rows, {Dim::of(ffn)});
   int product = -1;
   if (c.model.gated_mlp) {
@@ -689,8 +610,6 @@ int latent_attention(Builder& g, const Context& c, int x) {
   return context;
 }
 
-int moe_shared(Builder& g, const Context& c, int x, const Shape& tokens, int out);
-
 /// transformers 5 fused 3-D experts (gate_up_proj (E, 2f, h), down_proj (E, h, f)) run by
 /// integrations/moe.py (validation/EXPECTED.md, "transformers 5"), on S = k·T rows:
 ///  - grouped_mm_experts_forward: `hidden_states[token_idx]` keeps token_idx (int64 S); argsort gives
@@ -745,8 +664,6 @@ void hf5_experts(Builder& g, const Context& c, const Shape& rows, const Dim& exp
     g.save(g.add("moe.valid_mask", grp, "mul", cat(rows, {Dim::lit("1", 1)}), weights,
                  "(expert_ids < E).to(out.dtype), kept by `* valid_mask`"));
 }
-
-int mcore_moe(Builder& g, const Context& c, int x);
 
 /// Llama4TextMoe.forward (modeling_llama4.py, 4.57 and 5; T = s·b tokens, E experts):
 ///  - Llama4Router: the router linear keeps x; topk keeps its int64 (T, k) indices (scatter_ reads
@@ -832,206 +749,6 @@ int moe(Builder& g, const Context& c, int x) {
     g.save(g.add("moe.weighted_out", grp, "index_add_", cat(rows, {c.h}), fused_experts ? c.e : combine,
                  "index_add_ keeps its source"));
   return moe_shared(g, c, x, tokens, g.add("moe.out", grp, "combine", cat(tokens, {c.h}), c.e));
-}
-
-/// TopKRouter.routing's top-k path (router.py l.775-832 @d98e8a64): the scores, the top-k and the
-/// aux losses, as resolved in `r`.
-void topk_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens, const Dim& experts,
-                        const Dim& top_k) {
-  const Group grp = Group::kMoe;
-  const MoeSpec& spec = *c.model.moe;
-  if (r.sigmoid)  // moe_utils.py l.917: sigmoid(logits.float()) keeps its output
-    g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), DType::kFP32,
-                 "sigmoid(logits.float()), kept by its backward (and by gather with the expert bias)"));
-  else if (!spec.normalize_topk)  // --moe-router-pre-softmax (no renormalization): softmax over E, then topk
-    g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
-                 "pre-softmax over all experts (fp32), kept by its backward"));
-  if (r.groups > 0) {
-    // group_limited_topk (moe_utils.py l.711-726): a top-(k/gk) per group, the top-gk groups, and
-    // masked_fill keeping the mask of the experts outside the kept groups.
-    g.save(g.add("moe.group_topk_index", grp, "group top-k",
-                 Shape{c.s_rep, c.b, Dim::lit("G", r.groups), Dim::lit("k/gk", spec.experts_per_token / r.group_topk)},
-                 DType::kINT64, "scores.view(T, G, E/G).topk(k / group_topk), kept by its topk"));
-    g.save(g.add("moe.group_index", grp, "group top-k", cat(tokens, {Dim::lit("gk", r.group_topk)}), DType::kINT64,
-                 "topk(group_scores, group_topk), kept by its topk"));
-    g.save(g.add("moe.group_mask", grp, "masked_fill", cat(tokens, {experts}), DType::kBool,
-                 "~score_mask, kept by masked_fill"));
-  }
-  // topk_routing_with_score_function (moe_utils.py l.896-931):
-  g.save(g.add("moe.topk_index", grp, "top-k", cat(tokens, {top_k}), DType::kINT64,
-               !r.sigmoid && !spec.normalize_topk ? "kept by topk; scatter keeps the same storage"
-                                                  : "kept by topk; scatter(1, top_indices, probs) keeps the same storage"));
-  if (r.sigmoid) {
-    if (spec.experts_per_token > 1) {  // probs = scores / (scores.sum(-1, keepdim) + 1e-20)
-      g.save(g.add("moe.topk_scores", grp, "top-k", cat(tokens, {top_k}), DType::kFP32,
-                   r.expert_bias ? "gather(scores, top_indices), kept by the division"
-                                 : "topk(scores), kept by the division"));
-      g.save(g.add("moe.topk_score_sums", grp, "div", tokens, DType::kFP32, "sum + 1e-20, kept by the division"));
-    }
-  } else if (spec.normalize_topk) {
-    // scores, top_indices = topk(logits); probs = softmax(scores, dtype=float32)
-    g.save(g.add("moe.topk_probs", grp, "softmax", cat(tokens, {top_k}), DType::kFP32,
-                 "softmax(top-k logits, dtype=float32) keeps its output"));
-  }
-  if (r.load_balancing != MoeLoadBalancing::kNone) {
-    // The aux loss (router.py l.804-832, compute_routing_scores_for_aux_loss l.996-1008,
-    // switch_load_balancing_loss_func l.146-149): the scores over all E, their topk, and
-    // probs.sum(0) * tokens_per_expert keeping tokens_per_expert.
-    if (r.sigmoid) {
-      g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
-                   "sigmoid(logits.float()) for the load-balancing loss, kept by sigmoid and the division"));
-      g.save(g.add("moe.aux_score_sums", grp, "aux loss", tokens, DType::kFP32, "sum + 1e-20, kept by the division"));
-    } else {
-      g.save(g.add("moe.aux_scores", grp, "aux loss", cat(tokens, {experts}), DType::kFP32,
-                   "fp32 softmax over all experts for the load-balancing loss"));
-    }
-    g.save(g.add("moe.aux_topk_index", grp, "aux loss", cat(tokens, {top_k}), DType::kINT64, "kept by its topk"));
-    if (r.load_balancing == MoeLoadBalancing::kSeqAuxLoss)  // l.470-479: b folded into the expert dim
-      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", Shape{c.b, experts}, DType::kINT64,
-                   "routing_map.reshape(s, -1).sum(0), kept by the multiply"));
-    else if (r.load_balancing == MoeLoadBalancing::kGlobalAuxLoss)  // l.529-531: the running buffer / steps
-      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, c.e,
-                   "global_tokens_per_expert / ga_steps (a buffer in the params dtype), kept by the multiply"));
-    else
-      g.save(g.add("moe.aux_tokens_per_expert", grp, "aux loss", {experts}, DType::kINT64,
-                   "routing_map.sum(0), kept by the multiply with the summed probs"));
-  }
-}
-
-/// --moe-router-load-balancing-type sinkhorn (sinkhorn_load_balancing, router.py l.280-311 @d98e8a64):
-/// in training the Sinkhorn iterations (moe_utils.py l.185-207) run on logits.float() under
-/// torch.no_grad and only pick the experts (their topk keeps nothing); the probs are the activation of
-/// the logits, masked: sigmoid(logits) for top-1 (keeps its output, in the logits' dtype), else
-/// softmax(logits, dtype=float32) (keeps its fp32 output; .type_as(logits) keeps nothing); then
-/// `scores = logits * map` keeps the bool routing map, the factor without a gradient. No aux loss
-/// (l.298 asserts moe_aux_loss_coeff == 0) and no int64 top-k index is kept.
-void sinkhorn_routing_saves(Builder& g, const Context& c, const McoreRouter& r, const Shape& tokens,
-                            const Dim& experts) {
-  const Group grp = Group::kMoe;
-  if (c.model.moe->experts_per_token == 1)
-    g.save(g.add("moe.scores", grp, "sigmoid", cat(tokens, {experts}), r.logits,
-                 "sigmoid(logits) of sinkhorn routing, kept by its backward"));
-  else
-    g.save(g.add("moe.scores", grp, "softmax", cat(tokens, {experts}), DType::kFP32,
-                 "softmax(logits, dtype=float32) of sinkhorn routing, kept by its backward"));
-  g.save(g.add("moe.sinkhorn_map", grp, "mul", cat(tokens, {experts}), DType::kBool,
-               "the routing map (the Sinkhorn top-k scattered), kept by logits * map"));
-}
-
-/// Megatron-core MoELayer (Megatron-LM @d98e8a64ddf3, megatron/core/transformer/moe/; measured by
-/// validation/megatron_moe_validation.py, EXPECTED.md "megatron-moe") with its defaults: TopKRouter
-/// with the aux loss (load-balancing type aux_loss, a nonzero --moe-aux-loss-coeff), the allgather
-/// token dispatcher (moe_token_dispatcher_type's default; or alltoall, --moe-token-dispatcher),
-/// unfused permute (moe_permute_fusion off), grouped SwiGLU experts weighted by their probs in the
-/// fused activation, shared experts.
-int mcore_moe(Builder& g, const Context& c, int x) {
-  const Group grp = Group::kMoe;
-  const MoeSpec& spec = *c.model.moe;
-  const Shape tokens{c.s_rep, c.b};
-  const Dim experts = Dim::lit("E", spec.num_experts);
-  const Dim top_k = Dim::lit("k", spec.experts_per_token);
-  const uint16_t tag = g.mcore_tag;
-  // moe_layer.py l.660: the shared experts run first, on the same input (moe_shared below).
-  // RouterGatingLinearFunction (moe_utils.py l.1381): save_for_backward(inp, weight, bias), always.
-  g.save(x);
-  const McoreRouter r = resolve_mcore_router(spec, c.workload.megatron.router, c.e);
-  const DType pd = r.logits;  // probs.type_as(logits) (moe_utils.py l.936): the routing probs' dtype
-  const int logits = g.add("moe.router_logits", grp, "router gating", cat(tokens, {experts}), pd,
-                           r.dtype == MoeRouterDtype::kInput ? "in the input dtype (moe_router_dtype None)"
-                                                             : "in --moe-router-dtype");
-  if (r.z_loss) {
-    // apply_z_loss (router.py l.655-679), z_loss_func (moe_utils.py l.169-181): logsumexp keeps
-    // the logits and its result, square keeps the result.
-    g.save(logits);
-    g.save(g.add("moe.z_loss_logsumexp", grp, "z-loss", tokens, pd, "logsumexp(logits), kept by it and by square"));
-  }
-  if (r.sinkhorn)
-    sinkhorn_routing_saves(g, c, r, tokens, experts);
-  else
-    topk_routing_saves(g, c, r, tokens, experts, top_k);
-  // MoEAllGatherTokenDispatcher.dispatch_postprocess (l.305-335): local_probs.T.contiguous()
-  // .masked_select(local_map.T.contiguous()) keeps both inputs. The dispatcher gathers the tokens of
-  // the TP·EP group (l.281-303) and keeps the E/ep local experts' columns: s·b·E entries per rank
-  // (Megatron requires SP with TP for MoE training, moe_layer.py l.636).
-  const bool alltoall = c.workload.megatron.dispatcher == MoeDispatcher::kAlltoall;
-  if (!alltoall) {
-    g.save(g.add("moe.probs_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), pd,
-                 "local_probs.T.contiguous(), kept by masked_select"));
-    g.save(g.add("moe.routing_map_transposed", grp, "masked_select", cat({experts}, {c.s_tp, c.b}), DType::kBool,
-                 "local_map.T.contiguous(), the mask kept by masked_select"));
-  } else {
-    // MoEAlltoAllTokenDispatcher.dispatch_preprocess (token_dispatcher.py l.624-680) calls
-    // permute(hidden, routing_map, probs=probs) on this rank's own tokens (E·s·b/t under SP):
-    // flat_sorted = routing_map.T.reshape(-1).argsort()[:k·T] (moe_utils.py l.470-477) is a view
-    // of the whole int64 argsort, and probs.T.contiguous().reshape(-1)[flat_sorted] keeps it as
-    // its index. The all-to-all is an identity at ep 1 (mappings.py _AllToAll), sort_chunks_by_idxs
-    // (split + cat) keeps nothing; no masked_select.
-    g.save(g.add("moe.flat_sorted", grp, "permute", Shape{experts, c.s_rep, c.b}, DType::kINT64,
-                 "routing_map argsort over all E·T entries, kept (as a k·T view) by probs[flat_sorted]"));
-  }
-  // permute (moe_utils.py l.470-494): tokens.index_select(0, sorted_indices) keeps the indices;
-  // unpermute's scatter_add_ (l.617-619) keeps the same storage.
-  const Shape dispatched{Dim::of(Sym::kMoeRows)};
-  // alltoall: permute runs on this rank's own tokens (k·s·b/t under SP) before the all-to-all and
-  // dispatch_postprocess's TP all-gather (token_dispatcher.py l.741-751) bring the experts k·s·b rows;
-  // its sorted indices are k·(s/t)·b (not measured at TP > 1: the reference runs EP = TP = 1).
-  const bool local_permute = alltoall && spec.capacity_factor <= 0.0;
-  g.save(g.add("moe.sorted_indices", grp, "permute", local_permute ? Shape{top_k, c.s_rep, c.b} : dispatched, DType::kINT64,
-               "flat_sorted % T, kept by index_select and by unpermute's scatter_add_"));
-  // Under TE fp8 TEGroupedMLP pads each expert's rows, and the probs alike, to a multiple of 16
-  // (experts.py l.896-904, Fp8Padding: a new tensor, saving nothing; Fp8Unpadding after fc2):
-  // the experts' tensors have Sym::kExpertRows rows (te_rules.h te_fp8_expert_rows).
-  const Shape rows{c.fp8 ? Dim::of(Sym::kExpertRows) : Dim::of(Sym::kMoeRows)};
-  int permuted = g.add("moe.permuted_tokens", grp, c.fp8 ? "permute + Fp8Padding" : "permute", cat(rows, {c.h}), c.e,
-                       "the grouped fc1's input");
-  // TEGroupedMLP.forward (experts.py l.926-1038): linear_fc1, weighted_bias_swiglu_impl(fc1_out,
-  // None, permuted_probs) (WeightedSwiGLUFunction, fused_bias_swiglu.py l.268-270 keeps its input and
-  // the probs), linear_fc2.
-  const auto fe = cat(rows, {Dim::of(Sym::kExpertFfn)});
-  int act = -1;
-  const int probs = g.add("moe.permuted_probs", grp, "masked_select", rows, pd,
-                          "the routing probs in expert order, kept by the weighted activation");
-  g.save(probs);
-  if (c.model.gated_mlp) {
-    int fc1 = linear(g, c, permuted, cat(rows, {Dim::of(Sym::kExpertFfn, 2)}), "moe.experts.fc1", grp);
-    g.at(fc1).mcore_tag = static_cast<uint16_t>(tag | kTagMoeActInput);
-    if (c.workload.megatron.fp8_act_input_store) {
-      const int fp8 = g.add("moe.experts.fc1_fp8", grp, "weighted SwiGLU", g.at(fc1).shape, DType::kFP8,
-                            "[gate|up] kept as float8_e4m3fn (activation_func_fp8_input_store)");
-      g.save(fp8);
-      g.at(fp8).mcore_tag = static_cast<uint16_t>(tag | kTagMoeAct);  // not made under moe_act's no-grad run
-    } else {
-      g.save(fc1);
-    }
-    act = g.add("moe.experts.act_out", grp, "weighted SwiGLU", fe, c.e, "swiglu(x)·probs, fc2's input");
-  } else {
-    int fc1 = linear(g, c, permuted, fe, "moe.experts.fc1", grp);
-    int a = activation(g, c, fc1, fe, "moe.experts", grp);
-    g.save(a);  // intermediate * permuted_probs (experts.py l.1013-1015) keeps both factors
-    act = g.add("moe.experts.act_out", grp, "mul", fe, c.e, "act(x)·probs, fc2's input");
-  }
-  g.at(act).mcore_tag = static_cast<uint16_t>(tag | kTagMoeAct);
-  linear(g, c, act, cat(rows, {c.h}), "moe.experts.fc2", grp);
-  int out = g.add("moe.out", grp, "unpermute", cat(tokens, {c.h}), c.e, "scatter_add_ of the expert outputs");
-  // SharedExpertMLP (shared_experts.py l.200-207): the MLP, then out * sigmoid(linear(x, gate_weight)).
-  g.mcore_tag = static_cast<uint16_t>(tag | kTagShared);
-  out = moe_shared(g, c, x, tokens, out);
-  g.mcore_tag = tag;
-  return out;
-}
-
-/// The shared experts beside the routed ones (Qwen2-MoE's gated one, DeepSeek's); returns `out`.
-int moe_shared(Builder& g, const Context& c, int x, const Shape& tokens, int out) {
-  const Group grp = Group::kMoe;
-  const MoeSpec& spec = *c.model.moe;
-  if (spec.shared_ffn > 0) {
-    int shared = mlp(g, c, x, {c.s_tp, c.b}, Sym::kSharedFfn, "moe.shared", grp);
-    if (spec.shared_expert_gate) {  // sigmoid(Linear(h, 1)(x)) * shared(x): keeps both factors
-      g.save(g.add("moe.shared_gate", grp, "sigmoid", cat(tokens, {Dim::lit("1", 1)}), c.e));
-      g.save(shared);
-    }
-  }
-  return out;
 }
 
 /// One encoder layer (modeling_bert.py BertLayer; RobertaLayer copies it), post-LN:
@@ -1400,9 +1117,9 @@ void set_flops(const ModelSpec& m, LayerKind& kind) {
                                h * static_cast<double>(kind.spec.ffn);
 }
 
-}  // namespace
+}  // namespace graph
 
-const char* group_name(Group g) { return kGroupNames[static_cast<std::size_t>(g)]; }
+const char* group_name(Group g) { return graph::kGroupNames[static_cast<std::size_t>(g)]; }
 
 // ---------------------------------------------------------------------------------------------
 // Polynomials.
@@ -1490,7 +1207,7 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, bool first_layer_ow
     const auto from = seen.begin() + (first_layer_own_kind && i > 0 ? 1 : 0);
     auto it = first_layer_own_kind && i == 0
                   ? seen.end()
-                  : std::find_if(from, seen.end(), [&](const LayerSpec& s) { return same_shape(s, model.layers[i]); });
+                  : std::find_if(from, seen.end(), [&](const LayerSpec& s) { return graph::same_shape(s, model.layers[i]); });
     if (it == seen.end()) {
       seen.push_back(model.layers[i]);
       it = seen.end() - 1;
@@ -1522,7 +1239,7 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<L
   std::vector<std::size_t> kind_of(model.layers.size());
   for (std::size_t i = 0; i < model.layers.size(); ++i) {
     auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) {
-      return s.second == grads[i] && same_shape(s.first, model.layers[i]);
+      return s.second == grads[i] && graph::same_shape(s.first, model.layers[i]);
     });
     if (it == seen.end()) {
       seen.emplace_back(model.layers[i], grads[i]);
@@ -1534,13 +1251,13 @@ std::vector<std::size_t> layer_kinds(const ModelSpec& model, const std::vector<L
 }
 
 bool hf_version_modeled(const ModelSpec& model, HfVersion version) {
-  return version != HfVersion::k4_44 || hf_quirks(model).loss_4_44 != ShiftedLoss::kNone;
+  return version != HfVersion::k4_44 || hf_quirks(model).loss_4_44 != graph::ShiftedLoss::kNone;
 }
 
 GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant) {
   const FrameworkRules& rules = rules_for(w.framework);
   const HfQuirks quirks = rules.model_code ? hf_quirks(model) : HfQuirks{};
-  Context c{model,
+  graph::Context c{model,
             w,
             rules,
             variant,
@@ -1562,10 +1279,10 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
     if (kind_of[i] < set.kinds.size()) continue;
     LayerKind k;
     k.spec = model.layers[i];
-    Context layer_c = c;
+    graph::Context layer_c = c;
     layer_c.input_no_grad = grads[i] == LayerGrad::kFirstAfterNoGrad;
     layer_c.weights_frozen = grads[i] == LayerGrad::kFrozen || grads[i] == LayerGrad::kNoGraph;
-    k.graph = build_layer(layer_c, k.spec);
+    k.graph = graph::build_layer(layer_c, k.spec);
     if (rules.mcore_modules && !w.megatron.is_default()) {
       apply_recompute_modules(k.graph, model, w, k.spec.moe);
       k.selective_reruns_core = (w.megatron.recompute_modules & kRecomputeCoreAttn) != 0;
@@ -1577,16 +1294,16 @@ GraphSet build_graphs(const ModelSpec& model, const Workload& w, Variant variant
         st.saved_outside_core = st.saved_by_core = st.core_input = st.checkpoint_input = st.op_sac_kept = false;
     }
     k.graph.compile();
-    set_flops(model, k);
+    graph::set_flops(model, k);
     set.kinds.push_back(std::move(k));
   }
-  set.embedding = build_embedding(c);
+  set.embedding = graph::build_embedding(c);
   // Every layer frozen after a frozen embedding: the final norm's input needs no gradient (row 5).
   const bool all_no_grad = !grads.empty() && grads.back() == LayerGrad::kNoGraph;
-  Context head_c = c;
+  graph::Context head_c = c;
   head_c.input_no_grad = all_no_grad;
-  set.head = build_head(head_c);
-  set.shared = build_shared(c);
+  set.head = graph::build_head(head_c);
+  set.shared = graph::build_shared(c);
   if (all_no_grad)  // no layer records a graph: none saves RoPE's cos/sin or keeps a checkpoint input
     for (Storage& st : set.shared.storages) st.saved_outside_core = st.checkpoint_input = false;
   for (Graph* g : {&set.embedding, &set.head, &set.shared}) g->compile();

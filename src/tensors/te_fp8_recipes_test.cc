@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "api/library.h"
+#include "config/config_test_util.h"  // report_of
 #include "config/training_config.h"  // read_megatron_args, apply_training_config (--from)
 #include "policies/megatron_options.h"
 #include "policies/option_table.h"
@@ -186,6 +187,64 @@ TEST(TeFp8Recipes, NoTransposeCacheMovesTheCopiesIntoTheLayers) {
   auto p = prepare(load_model("llama-3-8b").value(), w);
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().field, "disable_parameter_transpose_cache");
+}
+
+
+// --fp8-param-gather (Megatron's fp8 primary weights, te_rules.h) on Megatron CI's
+// gpt/gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap launch line
+// (shared/data/megatron-ci), counted by hand: per TP rank of 4 the 12 layers' qkv 3h·h, proj h·h,
+// fc1 4h·h, fc2 4h·h (h 512) are Ψ_TE = 12·12·512²/4 = 9,437,184 fp8 weights in 48 linears, beside
+// 16,485,376 params on the GPU. Weights: (16,485,376 − Ψ_TE)·2 + Ψ_TE·1; the cache keeps Hopper's
+// transpose Ψ_TE + 4·48 (Blackwell: 4·48). On both GPUs 2·Ψ_TE = 18,874,368 B below the bf16
+// weights with their cached copies; the CI's measured state after the step is 17,678,016 B below
+// what actmem gave without the flag, on H100 and GB200 alike.
+TEST(TeFp8Recipes, Fp8ParamGatherStoresTheLinearsInFp8) {
+  const std::string line =
+      "--num-layers 12 --hidden-size 512 --num-attention-heads 8 --micro-batch-size 2 --global-batch-size 128 "
+      "--seq-length 1024 --max-position-embeddings 1024 --vocab-file vocab.json --transformer-impl transformer_engine "
+      "--tensor-model-parallel-size 4 --context-parallel-size 2 --sequence-parallel --fp8-format hybrid "
+      "--fp8-recipe tensorwise --use-distributed-optimizer --bf16 --normalization RMSNorm";
+  constexpr int64_t kParams = 16'485'376, kTe = 9'437'184, kLinears = 48;
+  for (const Fp8Gpu gpu : {Fp8Gpu::kHopper, Fp8Gpu::kBlackwell}) {
+    auto report = [&](const std::string& extra) {
+      auto c = read_megatron_args(line + extra, "fp8.sh");
+      EXPECT_TRUE(c) << c.error().message;
+      TrainingSettings s;
+      EXPECT_TRUE(apply_training_config(*c, s));
+      s.layout.parallel.dp = 1;
+      s.workload.megatron.fp8_gpu = gpu;
+      return testing::report_of(*c->model, s);
+    };
+    const Report bf16 = report(""), fp8 = report(" --fp8-param-gather");
+    EXPECT_TRUE(fp8.workload.megatron.fp8_param_gather);
+    EXPECT_EQ(fp8.totals.params_on_gpu, kParams);
+    EXPECT_EQ(fp8.totals.weights, (kParams - kTe) * 2 + kTe);
+    EXPECT_EQ(fp8.totals.fp8_weight_cache, (gpu == Fp8Gpu::kHopper ? kTe : 0) + 4 * kLinears);
+    EXPECT_EQ(bf16.totals.weights + bf16.totals.fp8_weight_cache - fp8.totals.weights - fp8.totals.fp8_weight_cache,
+              2 * kTe);
+    const Term* w = fp8.estimate.static_memory.breakdown.find("weights");
+    ASSERT_NE(w, nullptr);
+    EXPECT_NE(w->substituted.find("(16,485,376 − 9,437,184) params / TP 4 × 2 B + 9,437,184 × 1 B"),
+              std::string::npos)
+        << w->substituted;
+  }
+  // Refused where it is not modeled, naming the field.
+  auto c = read_megatron_args(line + " --fp8-param-gather", "fp8.sh");
+  ASSERT_TRUE(c);
+  TrainingSettings s;
+  ASSERT_TRUE(apply_training_config(*c, s));
+  auto p = prepare(*c->model, s.workload);
+  ASSERT_TRUE(p);
+  Layout fsdp = s.layout;
+  fsdp.zero_stage = 3;
+  auto refused = explain(*p, fsdp);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().field, "fp8_param_gather");
+  Workload mx = s.workload;
+  mx.megatron.fp8 = Fp8Recipe::kMxfp8;
+  auto pm = prepare(*c->model, mx);
+  const bool mx_refused = !pm || !explain(*pm, s.layout);
+  EXPECT_TRUE(mx_refused);
 }
 
 }  // namespace

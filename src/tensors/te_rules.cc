@@ -388,7 +388,8 @@ int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int6
 int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& m, const LayerSpec& l, int64_t tp, int64_t ep,
                                         const MegatronOptions& o, int64_t etp) {
   if (o.fp8 == Fp8Recipe::kDelayed || o.fp8 == Fp8Recipe::kTensorwise) {
-    const int64_t per_element = o.fp8_gpu == Fp8Gpu::kHopper ? kTeFp8CopyBytesPerWeight : 1;
+    // Hopper: data + transpose; Blackwell: one buffer. With fp8 weights the data is the weight (te_rules.h).
+    const int64_t per_element = (o.fp8_gpu == Fp8Gpu::kHopper ? kTeFp8CopyBytesPerWeight : 1) - (o.fp8_param_gather ? 1 : 0);
     return checked_add(checked_mul(per_element, te_fp8_weight_elements(m, l, tp, ep, etp)),
                        checked_mul(kTeFp8ScaleInvBytes, te_fp8_weight_copies(m, l, ep)));
   }
@@ -400,6 +401,11 @@ int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& m, const LayerSpec& l, 
   const auto copy = [&](int64_t out, int64_t in) { return te_fp8_weight_copy_bytes(o.fp8, o.fp8_gpu, out, in); };
   return checked_add(checked_add(copy(q + 2 * kv, h), copy(h, q)),
                      checked_add(copy((m.gated_mlp ? 2 : 1) * ffn, h), copy(h, ffn)));
+}
+
+int64_t fp8_param_weight_saving(const Workload& w, int64_t elements) {
+  if (!w.megatron.fp8_param_gather) return 0;
+  return checked_mul(elements, dtype_bytes(w.weight_dtype) - 1);
 }
 
 Expected<void> check_fp8_gpu(const Workload& w) {
@@ -418,6 +424,13 @@ Expected<void> check_fp8_gpu(const Workload& w) {
     return Error{ErrorKind::kIncompatible, "disable_parameter_transpose_cache",
                  "@disable_parameter_transpose_cache is modeled for the per-tensor recipes (delayed, tensorwise); "
                  "the per-micro-batch mxfp8 / blockwise weight copies with their block scales are not; drop it"};
+  if (o.fp8_param_gather && o.fp8 != Fp8Recipe::kDelayed && o.fp8 != Fp8Recipe::kTensorwise)
+    return Error{ErrorKind::kIncompatible, "fp8_param_gather",
+                 "@fp8_param_gather (fp8 primary weights) is modeled with @fp8 delayed or tensorwise; with "
+                 "mxfp8 / blockwise or without @fp8 it is not; drop it"};
+  if (o.fp8_param_gather && o.no_transpose_cache)
+    return Error{ErrorKind::kIncompatible, "fp8_param_gather",
+                 "@fp8_param_gather with @disable_parameter_transpose_cache is not modeled; drop one of them"};
   return {};
 }
 

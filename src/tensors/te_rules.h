@@ -170,11 +170,22 @@ int64_t te_fp8_weight_copy_bytes(Fp8Recipe recipe, Fp8Gpu gpu, int64_t out, int6
 /// The cache bytes of one layer's TE linears on one TP rank (`ep` for the routed experts' copies).
 /// delayed / tensorwise: bytes per weight element (2 on Hopper: data + transpose, 1 on Blackwell)
 /// times te_fp8_weight_elements + 4 per te_fp8_weight_copies, for every layer kind (dense, MoE, MLA);
-/// on Hopper this is te_fp8_weight_cache_bytes(elements, copies). mxfp8 / blockwise: the sum of
+/// on Hopper this is te_fp8_weight_cache_bytes(elements, copies). With @fp8_param_gather
+/// (Megatron's --fp8-param-gather: the weights are built as Float8Tensors under TE's
+/// quantized_model_init, core/extensions/transformer_engine.py l.262 at d98e8a64, their data in
+/// DDP's uint8 param buffer, param_and_grad_buffer.py l.1277-1290) the rowwise data is the weight
+/// itself (counted at 1 byte in the weights term, fp8_param_weight_saving) and TE caches no copy;
+/// what stays here is Hopper's transpose, which Megatron builds after each all-gather
+/// (fp8_utils.py post_all_gather_processing: "tensorwise: may need to create a transposed view to
+/// match backend GEMM"), 1 byte per element (0 on Blackwell), and the 4-byte scale_inv per linear.
+/// mxfp8 / blockwise: the sum of
 /// te_fp8_weight_copy_bytes over the four linears (qkv, proj, fc1, fc2) of a dense standard-attention
 /// layer (MoE and MLA are refused with those recipes: check_megatron_workload).
 int64_t te_fp8_weight_cache_layer_bytes(const ModelSpec& model, const LayerSpec& layer, int64_t tp, int64_t ep,
                                         const MegatronOptions& options, int64_t etp = 0);
+/// With @fp8_param_gather, what the weights term saves on `elements` TE linear weight elements
+/// stored in fp8 (1 byte) instead of `weight_dtype`; 0 without it.
+int64_t fp8_param_weight_saving(const Workload& workload, int64_t elements);
 /// --disable-parameter-transpose-cache (per-tensor recipes): Megatron passes is_first_microbatch
 /// None (extensions/transformer_engine.py l.1338-1340), TE's cache_name is None (linear.py l.1958),
 /// so every forward quantizes the weight anew with rowwise and columnwise usage (l.466-490) and

@@ -118,7 +118,10 @@ RankStatic rank_static(Account& a, int64_t rank, double* work) {
     const int zero_stage = a.w.framework == Framework::kTorchtitan ? 3 : l.zero_stage;  // FSDP2 shards all three
     out.bytes = stage_static_bytes(out.params, a.p.per_param, zero_stage, l.offload_optimizer, par);
   }
-  if (a.fp8_cache_on) add_fp8_cache(a, rank, out);
+  if (a.fp8_cache_on) {
+    add_fp8_cache(a, rank, out);
+    out.bytes.weights -= Bytes{fp8_param_weight_saving(a.w, out.fp8_elements)};  // fp8 primary weights
+  }
   return out;
 }
 
