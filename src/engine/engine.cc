@@ -7,6 +7,7 @@
 // account() runs the stages of engine/stages/ (account.h lists them) in order.
 #include "engine/engine.h"
 #include "engine/stages/account.h"  // the stages account() runs
+#include "model/arch.h"  // arch_row: families modelled for serving only
 #include "model/encoder_head.h"  // set_encoder_head(): --head
 
 #include <algorithm>
@@ -54,6 +55,11 @@ Expected<void> check_llama4_workload(const ModelSpec& m, const Workload& w) {
 
 /// The checks of a workload against its model, in the order errors are reported.
 Expected<void> check_workload(const ModelSpec& model, const Workload& workload) {
+  if (const ArchTraits* row = arch_row(model.model_type); row && !row->training_not_modelled.empty())
+    return Error{ErrorKind::kIncompatible, "model",
+                 fmt::format("model_type {}: actmem models it for serving only ({} are not modelled for training); "
+                             "use `actmem serve`",
+                             model.model_type, row->training_not_modelled)};
   if (auto v = check_llama4_workload(model, workload); !v) return v;
   if (auto v = detail::check_torchtitan_workload(model, workload); !v) return v;
   if (auto v = detail::check_megatron_workload(model, workload); !v) return v;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "api/library.h"
+#include "model/hf_config.h"
 #include "policies/pipeline_split.h"
 
 namespace actmem {
@@ -245,6 +246,21 @@ TEST(Engine, ExpertsImplOnlyUnderTransformers5) {
   auto meg = prepare(mixtral, {.framework = Framework::kMegatron, .experts_impl = ExpertsImpl::kBatchedMm});
   ASSERT_FALSE(meg);
   EXPECT_EQ(meg.error().field, "experts_impl");
+}
+
+// GPT-OSS is read for `actmem serve` only: a training estimate names what is not modelled (arch.cc's
+// row) instead of counting its clamped-SwiGLU experts as SiLU ones.
+TEST(Engine, ServingOnlyFamiliesAreRefusedForTraining) {
+  auto m = parse_hf_config(R"({"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 64,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+      "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 128, "torch_dtype": "bfloat16"})",
+                           "tiny-gpt-oss.json");
+  ASSERT_TRUE(m) << m.error().message;
+  auto p = prepare(*m, {});
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().field, "model");
+  EXPECT_NE(p.error().message.find("serving only"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().message.find("actmem serve"), std::string::npos);
 }
 
 }  // namespace

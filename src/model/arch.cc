@@ -158,6 +158,23 @@ constexpr std::array kArchTable{
                .moe_defaults = {.num_experts = 256, .experts_per_token = 8, .expert_ffn = 2048, .shared_ffn = 1},
                .default_max_positions = 4096,
                .hf = {.router_fp32 = true, .moe_combine_fp32 = true}},
+    // GptOssForCausalLM (modeling_gpt_oss.py, configuration_gpt_oss.py, transformers 4.55+): q/k/v/o
+    // with biases (attention_bias, default true), one sink logit per head, sliding window 128 on the
+    // even layers (layer_types), every layer MoE: GptOssTopKRouter (a Linear with a bias; softmax over
+    // the top-k logits) and GptOssExperts, fused 3-D gate_up_proj (E, h, 2·f) and down_proj (E, f, h)
+    // with biases and a clamped SwiGLU (swiglu_limit). Its rope_scaling default is YaRN ×32 over 4096.
+    ArchTraits{.model_type = "gpt_oss", .hf_class = "GptOssForCausalLM", .qkv_bias = true, .o_bias = true,
+               .mlp_bias = true, .attention_sinks = true, .moe = MoeStyle::kGptOss,
+               .moe_defaults = {.num_experts = 128, .experts_per_token = 4}, .window = WindowStyle::kEvenLayers,
+               .default_window = 128, .default_head_dim = 64, .default_max_positions = 131072,
+               .default_norm_eps = 1e-5,
+               .nested_defaults_json = R"({"vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880,
+                   "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8})",
+               .default_rope_json =
+                   R"({"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096})",
+               .training_not_modelled = "the saved tensors of GptOssExperts' clamped SwiGLU with biases and of the "
+                                        "attention sinks",
+               .vllm_rope_fp32 = true},
     // GraniteForCausalLM (modeling_granite.py): Llama's layers with four scalar multipliers
     // (embedding_multiplier, residual_multiplier, attention_multiplier as the softmax scale,
     // logits_scaling): a multiply by a Python float saves nothing for backward and adds no weight.

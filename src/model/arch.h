@@ -23,6 +23,8 @@ enum class MoeStyle {
   kDeepseek,  // first_k_dense_replace / moe_layer_freq; n_shared_experts; e_score_correction_bias
   kLlama4,    // moe_layers / interleave_moe_layer_step; experts and the one shared expert sized by
               // intermediate_size; dense layers by intermediate_size_mlp; sigmoid top-k, no renormalization
+  kGptOss,    // every layer; experts sized by intermediate_size, with biases; a router with a bias;
+              // softmax over the top-k logits
 };
 
 /// Which layers use sliding-window attention.
@@ -123,6 +125,7 @@ struct ArchTraits {
   bool encoder = false;              // BERT, RoBERTa: ModelSpec::encoder (read_encoder_keys)
   bool position_ids_from_input = false;  // RoBERTa: ModelSpec::position_ids_from_input
   bool qk_norm_full_width = false;   // OLMo 2: q_norm / k_norm over the whole q / k projection
+  bool attention_sinks = false;      // GPT-OSS: one learned sink logit per attention head (ModelSpec)
   // Keys read by a family's own code in hf_config.cc (read_family_keys, read_llama4_layers), and
   // the keys whose unsupported values are refused there with the field named.
   FamilyKeys family_keys = FamilyKeys::kNone;
@@ -141,6 +144,14 @@ struct ArchTraits {
   // The config class's defaults for the core sizes, as config.json text. Only used under a
   // multimodal wrapper's `text_config`, which older transformers wrote as a diff against them.
   std::string_view nested_defaults_json = "";
+  // rope_scaling when the key is absent (the config class's default), as config.json text.
+  std::string_view default_rope_json = "";
+  // Non-empty: what actmem does not model for training this family; estimates refuse it and only
+  // `actmem serve` takes the model.
+  std::string_view training_not_modelled = "";
+  // vLLM's model file builds its RoPE cos/sin table in fp32 (get_rope(dtype=torch.float32)), kept so
+  // through loading: gpt_oss.py (v0.19.0).
+  bool vllm_rope_fp32 = false;
   HfQuirks hf = {};
 };
 

@@ -13,7 +13,7 @@ TEST(ArchTest, EveryRequiredTypeHasARow) {
     ASSERT_TRUE(arch) << type;
     EXPECT_EQ((*arch)->model_type, type);
   }
-  EXPECT_EQ(supported_model_types().size(), 22u);
+  EXPECT_EQ(supported_model_types().size(), 23u);
 }
 
 TEST(ArchTest, TraitsFollowTheHfClasses) {

@@ -219,5 +219,33 @@ TEST(FamiliesTest, Gemma3_1B) {
   EXPECT_EQ(count_params(m).total(), 999'885'952);
 }
 
+// openai/gpt-oss-20b: the fields of its config.json (model card: 24 layers, 32 experts, top-4,
+// 20.91B parameters) as ../shared/data/vllm-0.19/configs/gpt-oss-20b.json holds them, without
+// rope_scaling (GptOssConfig's default, YaRN x32 over 4096, applies). By hand: embeddings and the
+// untied head 2·V·h = 1,158,266,880; per layer q/k/v/o 2880·(4096 + 2·512) + 4096·2880 with biases
+// 4096 + 1024 + 2880 and 64 sinks = 26,550,336; 32 experts of 2880·5760 + 5760 (gate_up) and
+// 2880·2880 + 2880 (down) = 796,538,880, router 2880·32 + 32, two norms 2·2880: 823,186,976 per
+// layer; x 24 + the final norm 2880 = 20,914,757,184.
+TEST(FamiliesTest, GptOss20B) {
+  json c = {{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}, {"hidden_size", 2880},
+            {"intermediate_size", 2880}, {"num_hidden_layers", 24}, {"num_attention_heads", 64},
+            {"num_key_value_heads", 8}, {"head_dim", 64}, {"num_local_experts", 32}, {"num_experts_per_tok", 4},
+            {"vocab_size", 201088}, {"sliding_window", 128}, {"max_position_embeddings", 131072},
+            {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}};
+  auto m = parse_hf_config(c.dump(), "gpt-oss-20b.json");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(count_params(*m).total(), 20'914'757'184);
+  EXPECT_TRUE(m->qkv_bias && m->o_bias && m->mlp_bias && m->attention_sinks);
+  ASSERT_TRUE(m->moe);
+  EXPECT_TRUE(m->moe->router_bias);
+  EXPECT_EQ(m->moe->expert_ffn, 2880);
+  EXPECT_EQ(m->layers[0].sliding_window, 128);  // even layers slide (GptOssConfig layer_types)
+  EXPECT_EQ(m->layers[1].sliding_window, 0);
+  EXPECT_TRUE(m->layers[23].moe);
+  EXPECT_EQ(m->rope_scaling.type, "yarn");
+  EXPECT_EQ(m->rope_scaling.original_max_positions, 4096);
+  EXPECT_EQ(m->derived_max_len, 131072);  // vLLM: 4096 x 32
+}
+
 }  // namespace
 }  // namespace actmem

@@ -16,6 +16,7 @@
 #include "model/arch.h"
 #include "util/bytes.h"  // checked_mul, OverflowError
 #include "model/params.h"
+#include "model/config_reader.h"
 #include "model/rope_context.h"
 #include "util/json_text.h"
 
@@ -24,15 +25,13 @@ namespace actmem {
 namespace {
 
 using json = nlohmann::json;
+using hf_detail::ConfigReader;
+using hf_detail::describe;
+using hf_detail::Key;
 
 // Bounds on what a config may say: the same as ModelSpec::validate()'s (model_spec.h).
 using namespace limits;  // NOLINT: kMaxDim, kMaxLayers, ...
 
-/// One config value and its spellings across HF config classes; the first present one wins.
-struct Key {
-  std::array<std::string_view, 4> spellings;
-  bool wrapper_fallback = false;  // also looked up at the top level of a multimodal wrapper
-};
 
 // Key spellings and aliases, as data.
 constexpr Key kModelType{{"model_type"}};
@@ -95,124 +94,7 @@ constexpr std::array<ActName, 7> kActNames{{
     {"relu", ActFn::kRelu},
 }};
 
-std::string describe(const json& v) { return describe_json(v); }
 
-/// Looks keys up in a config object: in `text_config` for multimodal wrappers, then (for a few
-/// keys) in the wrapper, then in the config class's defaults. Every accessor checks the JSON type
-/// and the range and names the key in its Error.
-class ConfigReader {
- public:
-  struct Found {
-    std::string name;  // as written, with "text_config." when nested
-    const json* value;
-  };
-
-  ConfigReader(const json& config, const json* wrapper, const json* class_defaults, std::string source)
-      : config_(config), wrapper_(wrapper), class_defaults_(class_defaults), source_(std::move(source)) {}
-
-  /// The first spelling present (null values included); nullopt when absent.
-  std::optional<Found> find(const Key& key) const {
-    const std::string_view prefix = wrapper_ ? "text_config." : "";
-    if (auto f = find_in(config_, key, prefix)) return f;
-    if (key.wrapper_fallback && wrapper_)
-      if (auto f = find_in(*wrapper_, key, "")) return f;
-    if (class_defaults_)
-      if (auto f = find_in(*class_defaults_, key, prefix)) return f;
-    return std::nullopt;
-  }
-
-  Error error(const std::string& message) const { return Error{fmt::format("{}: {}", source_, message)}; }
-
-  /// nullopt when absent or null (HF's None).
-  Expected<std::optional<int64_t>> optional_int(const Key& key, int64_t min, int64_t max) const {
-    auto f = find(key);
-    if (!f || f->value->is_null()) return std::optional<int64_t>{};
-    auto v = to_int(*f);
-    if (!v) return v.error();
-    if (*v < min) {
-      return error(min == 1 ? fmt::format("'{}' must be a positive integer, got {}", f->name, *v)
-                            : fmt::format("'{}' must be at least {}, got {}", f->name, min, *v));
-    }
-    if (*v > max)
-      return error(fmt::format("'{}' = {} is absurdly large (limit {}); check the config", f->name, *v, max));
-    return std::optional<int64_t>{*v};
-  }
-
-  Expected<int64_t> required_int(const Key& key, int64_t min, int64_t max) const {
-    auto v = optional_int(key, min, max);
-    if (!v) return v.error();
-    if (!*v) return error(fmt::format("missing required key '{}'; add it as an integer", key.spellings[0]));
-    return **v;
-  }
-
-  Expected<int64_t> int_or(const Key& key, int64_t fallback, int64_t min, int64_t max) const {
-    auto v = optional_int(key, min, max);
-    if (!v) return v.error();
-    return v->value_or(fallback);
-  }
-
-  /// Absent or null give `fallback`.
-  Expected<double> double_or(const Key& key, double fallback, double min, double max) const {
-    auto f = find(key);
-    if (!f || f->value->is_null()) return fallback;
-    if (!f->value->is_number())
-      return error(fmt::format("'{}' must be a number, got {}", f->name, describe(*f->value)));
-    const double v = f->value->get<double>();  // is_number(): cannot throw
-    if (!(v >= min && v <= max))
-      return error(fmt::format("'{}' = {} is out of range; expected a number in [{}, {}]", f->name, v, min, max));
-    return v;
-  }
-
-  Expected<bool> bool_or(const Key& key, bool fallback) const {
-    auto f = find(key);
-    if (!f || f->value->is_null()) return fallback;
-    if (!f->value->is_boolean())
-      return error(fmt::format("'{}' must be true or false, got {}", f->name, describe(*f->value)));
-    return f->value->get<bool>();
-  }
-
-  Expected<std::optional<std::string>> optional_string(const Key& key) const {
-    auto f = find(key);
-    if (!f || f->value->is_null()) return std::optional<std::string>{};
-    if (!f->value->is_string())
-      return error(fmt::format("'{}' must be a string, got {}", f->name, describe(*f->value)));
-    return std::optional<std::string>{f->value->get<std::string>()};
-  }
-
-  /// An integer from a JSON number of any kind (HF writes some as 4096.0); never throws.
-  Expected<int64_t> to_int(const Found& f) const {
-    const json& v = *f.value;
-    // Unsigned first: nlohmann's get_ptr<number_integer_t*> also answers for unsigned values.
-    if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) {
-      if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return error(fmt::format("'{}' = {} is too large for a size", f.name, *u));
-      return static_cast<int64_t>(*u);
-    }
-    if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return static_cast<int64_t>(*i);
-    if (const auto* d = v.get_ptr<const json::number_float_t*>()) {
-      if (!std::isfinite(*d) || *d != std::trunc(*d))
-        return error(fmt::format("'{}' must be an integer, got {}", f.name, *d));
-      if (std::fabs(*d) > 9.0e18) return error(fmt::format("'{}' = {} is too large for a size", f.name, *d));
-      return static_cast<int64_t>(*d);
-    }
-    return error(fmt::format("'{}' must be an integer, got {}", f.name, describe(v)));
-  }
-
- private:
-  static std::optional<Found> find_in(const json& object, const Key& key, std::string_view prefix) {
-    for (std::string_view name : key.spellings) {
-      if (name.empty()) break;
-      if (auto it = object.find(std::string{name}); it != object.end())
-        return Found{fmt::format("{}{}", prefix, name), &*it};
-    }
-    return std::nullopt;
-  }
-
-  const json& config_;
-  const json* wrapper_;
-  const json* class_defaults_;
-  std::string source_;
-};
 
 Expected<ActFn> read_activation(const ConfigReader& r, const ArchTraits& arch) {
   const Key key{{arch.act_key}};
@@ -294,6 +176,7 @@ Expected<std::vector<bool>> read_moe_layers(const ConfigReader& r, const ArchTra
     case MoeStyle::kNone:
       return moe;
     case MoeStyle::kMixtral:
+    case MoeStyle::kGptOss:
       moe.assign(moe.size(), true);
       return moe;
     case MoeStyle::kQwen2Moe:
@@ -360,9 +243,11 @@ Expected<std::optional<MoeSpec>> read_moe(const ConfigReader& r, const ArchTrait
   auto top_k = r.int_or(kExpertsPerToken, d.experts_per_token, 1, moe.num_experts);
   if (!top_k) return top_k.error();
   moe.experts_per_token = *top_k;
-  if (arch.moe == MoeStyle::kMixtral) {
+  if (arch.moe == MoeStyle::kMixtral || arch.moe == MoeStyle::kGptOss) {
     if (ffn == 0) return r.error("missing required key 'intermediate_size' (the size of one expert)");
     moe.expert_ffn = ffn;
+    moe.router_bias = arch.moe == MoeStyle::kGptOss;  // GptOssTopKRouter: a bias of E; softmax over the top k
+    if (moe.router_bias) return std::optional<MoeSpec>{moe};
   } else if (arch.moe == MoeStyle::kLlama4) {
     // Llama4TextExperts and the shared expert (Llama4TextMLP(config)) are both intermediate_size wide;
     // Llama4Router scores with sigmoid on the top-k logits: no renormalization.
@@ -676,6 +561,31 @@ Expected<void> read_family_keys(const ConfigReader& r, const ArchTraits& arch, M
   return {};
 }
 
+/// RoPE scaling (rope_parameters / rope_scaling, or the family's default), the partial rotary
+/// fraction and Gemma 2's logit softcaps.
+Expected<void> read_rope_and_softcaps(const ConfigReader& r, const ArchTraits& arch, ModelSpec& spec) {
+  // Partial rotary: top-level key, else inside rope_parameters / rope_scaling (transformers v5).
+  double rotary_default = arch.default_rotary_fraction;
+  // Absent: the config class's default (our own text); null: none.
+  const auto rope = r.find(kRopeParameters);
+  const json fallback = rope || arch.default_rope_json.empty() ? json() : json::parse(arch.default_rope_json);
+  if (const json& block = rope ? *rope->value : fallback; !block.is_null()) {
+    auto rotary_in_rope = read_rope_block(block, rope ? rope->name : "rope_scaling", rotary_default, spec, describe);
+    if (!rotary_in_rope) return r.error(rotary_in_rope.error().message);
+    rotary_default = *rotary_in_rope;
+  }
+  auto rotary = r.double_or(kRotaryFraction, rotary_default, 0.0, 1.0);
+  if (!rotary) return rotary.error();
+  spec.rotary_fraction = *rotary;
+  auto attn_softcap = r.double_or(kAttnSoftcap, arch.default_attn_softcap, 0.0, 1e9);
+  if (!attn_softcap) return attn_softcap.error();
+  spec.attn_logit_softcap = *attn_softcap;
+  auto final_softcap = r.double_or(kFinalSoftcap, arch.default_final_softcap, 0.0, 1e9);
+  if (!final_softcap) return final_softcap.error();
+  spec.final_logit_softcap = *final_softcap;
+  return {};
+}
+
 Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std::string display_name) {
   ModelSpec spec;
   spec.name = std::move(display_name);
@@ -745,6 +655,7 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   spec.shared_input_norm = arch.shared_input_norm;
   spec.post_norms_only = arch.post_norms_only;
   spec.qk_norm_full_width = arch.qk_norm_full_width;
+  spec.attention_sinks = arch.attention_sinks;
 
   auto act = read_activation(r, arch);
   if (!act) return act.error();
@@ -773,22 +684,7 @@ Expected<ModelSpec> read_spec(const ConfigReader& r, const ArchTraits& arch, std
   if (!parallel) return parallel.error();
   spec.parallel_residual = *parallel;
 
-  // Partial rotary: top-level key, else inside rope_parameters / rope_scaling (transformers v5).
-  double rotary_default = arch.default_rotary_fraction;
-  if (auto rope = r.find(kRopeParameters); rope && !rope->value->is_null()) {
-    auto rotary_in_rope = read_rope_block(*rope->value, rope->name, rotary_default, spec, describe);
-    if (!rotary_in_rope) return r.error(rotary_in_rope.error().message);
-    rotary_default = *rotary_in_rope;
-  }
-  auto rotary = r.double_or(kRotaryFraction, rotary_default, 0.0, 1.0);
-  if (!rotary) return rotary.error();
-  spec.rotary_fraction = *rotary;
-  auto attn_softcap = r.double_or(kAttnSoftcap, arch.default_attn_softcap, 0.0, 1e9);
-  if (!attn_softcap) return attn_softcap.error();
-  spec.attn_logit_softcap = *attn_softcap;
-  auto final_softcap = r.double_or(kFinalSoftcap, arch.default_final_softcap, 0.0, 1e9);
-  if (!final_softcap) return final_softcap.error();
-  spec.final_logit_softcap = *final_softcap;
+  if (auto p = read_rope_and_softcaps(r, arch, spec); !p) return p.error();
   if (auto d = read_dropouts(r, arch, spec); !d) return d.error();
 
   if (auto f = read_family_keys(r, arch, spec); !f) return f.error();

@@ -54,7 +54,7 @@ struct MoeSpec {
   int64_t expert_ffn = 0;           // intermediate size of one routed expert
   int64_t shared_ffn = 0;           // total intermediate size of the shared expert(s), 0 = none
   bool shared_expert_gate = false;  // Qwen2-MoE: sigmoid(Linear(h, 1)) scales the shared expert
-  bool router_bias = false;         // DeepSeek-V3: e_score_correction_bias (E values) per MoE layer
+  bool router_bias = false;         // E values per MoE layer: DeepSeek-V3's score correction, GPT-OSS's bias
   double capacity_factor = 0.0;     // 0 = dropless (HF, Megatron default); else tokens per expert cap
   bool normalize_topk = true;       // norm_topk_prob: top-k weights divided by their sum (Mixtral: always)
   // DeepSeek-V3's router (scoring_func, n_group, topk_group, routed_scaling_factor): what Megatron's
@@ -130,6 +130,7 @@ struct ModelSpec {
   bool shared_input_norm = false;  // Phi, Falcon-7B: one norm per layer, read by attention and the MLP
   bool post_norms_only = false;    // OLMo 2: norms on the attention and MLP outputs, none on their inputs
   bool qk_norm_full_width = false; // OLMo 2: q_norm / k_norm over the whole projection (a·d, kv·d)
+  bool attention_sinks = false;    // GPT-OSS: a learned sink logit per head joins each softmax (a values per layer)
   // Llama 4: use_qk_norm is Llama4TextL2Norm (no weight) on q and k after RoPE, on RoPE layers only;
   // attn_temperature_tuning scales q on NoPE layers by a per-position fp32 factor.
   bool qk_l2_norm = false;

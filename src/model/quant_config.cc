@@ -304,6 +304,21 @@ Expected<void> read_bitsandbytes(const QuantReader& r, CheckpointQuant& q) {
   return {};
 }
 
+/// mxfp4 (gpt-oss; vllm/model_executor/layers/quantization/mxfp4.py @2a69949bd, v0.19.0): e2m1
+/// values, two per byte, with one e8m0 (1-byte) scale per 32 along the input. Mxfp4Config gives
+/// linear layers UnquantizedLinearMethod (l.68-80) and the fused MoE layers Mxfp4MoEMethod, so only
+/// the routed experts are quantized, whatever modules_to_not_convert lists.
+Expected<void> read_mxfp4(const QuantReader&, CheckpointQuant& q) {
+  q.weight = DType::kINT4;  // 4-bit storage
+  q.group_size = 32;
+  q.scale_dtype = DType::kFP8;  // e8m0: one byte
+  q.mxfp4_experts = true;
+  q.warnings.push_back("mxfp4: the experts are counted as vLLM 0.19's Triton kernels lay them out on Hopper "
+                       "(H100/H200); on other GPUs vLLM picks another MoE backend (FlashInfer on Blackwell, Marlin "
+                       "on Ampere) whose padding is not modelled");
+  return {};
+}
+
 }  // namespace
 
 Expected<std::optional<CheckpointQuant>> read_quantization_config(const json& root, const std::string& source) {
@@ -322,11 +337,15 @@ Expected<std::optional<CheckpointQuant>> read_quantization_config(const json& ro
   else if (q.method == "gptq") read = read_gptq(r, q);
   else if (q.method == "awq") read = read_awq(r, q);
   else if (q.method == "bitsandbytes") read = read_bitsandbytes(r, q);
+  else if (q.method == "mxfp4") read = read_mxfp4(r, q);
   else
     q.warnings.push_back(fmt::format("quantization_config.quant_method '{}' is not modelled: weights counted "
                                      "unquantized; give --weight-dtype (int4, int8, fp8)", q.method));
   if (!read) return read.error();
-  if (q.weight) {
+  if (q.mxfp4_experts) {
+    q.summary = "mxfp4: routed experts in e2m1 (4 bits), one e8m0 scale per 32 input columns; the rest "
+                "unquantized";
+  } else if (q.weight) {
     q.summary = fmt::format("{} {}, {}{}", q.method, dtype_name(*q.weight), scale_text(q),
                             q.zero_points ? ", zero points" : "");
     if (q.lm_head_quantized)

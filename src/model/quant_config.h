@@ -25,6 +25,9 @@ struct CheckpointQuant {
   bool zero_points = false;    // asymmetric: a zero point per scale at the weight's bits
   bool lm_head_quantized = false;  // the lm_head is not in the ignore list (actmem keeps it unquantized)
   bool vision_quantized = false;   // a multimodal wrapper's vision tower and projector are quantized too
+  // quant_method mxfp4 (gpt-oss): only the routed experts are quantized (vLLM's Mxfp4MoEMethod; every
+  // linear layer stays in the model dtype), held in the layout of serve/vllm.h vllm_mxfp4_experts.
+  bool mxfp4_experts = false;
   std::string summary;             // one line: "compressed-tensors int8, one scale per output row (fp32)"
   std::vector<std::string> warnings;  // what vLLM stores that actmem does not count, one line each
 

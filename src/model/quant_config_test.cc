@@ -179,5 +179,18 @@ TEST(QuantConfig, ReadWithTheModel) {
   EXPECT_EQ(bad.error().message, "tiny.json: 'quantization_config' must be an object, got array");
 }
 
+// openai/gpt-oss-20b's quantization_config: vLLM's Mxfp4Config quantizes the fused MoE layers
+// only (quantization/mxfp4.py l.68-80 @2a69949bd, v0.19.0), e2m1 values with one e8m0 scale per 32.
+TEST(QuantConfig, Mxfp4QuantizesTheExpertsOnly) {
+  const CheckpointQuant q = read(R"({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert":
+    ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}})");
+  EXPECT_EQ(q.method, "mxfp4");
+  EXPECT_TRUE(q.mxfp4_experts);
+  EXPECT_EQ(q.group_size, 32);
+  EXPECT_FALSE(q.lm_head_quantized);
+  ASSERT_EQ(q.warnings.size(), 1u);  // the layout is Hopper's
+  EXPECT_NE(q.warnings[0].find("Hopper"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace actmem

@@ -104,6 +104,8 @@ void add_attention(TensorList& out, const ModelSpec& m) {
     }
     out.matrix("attn.o_proj", h, m.attn_out_dim(), kLinear, WeightShard::kRow, "h", "a·d");
   }
+  // GPT-OSS: a sink logit per head (GptOssAttention.sinks), split with the heads.
+  if (m.attention_sinks) out.vector("attn.sinks", m.num_heads, WeightRole::kBias, WeightShard::kColumn, "a");
   if (m.o_bias) out.vector("attn.o_proj.bias", h, WeightRole::kBias, WeightShard::kReplicated, "h");
 }
 

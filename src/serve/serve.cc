@@ -47,6 +47,7 @@ struct ResolvedQuant {
   DType scale = DType::kFP16;
   bool zero_points = false;
   bool vision = false;     // a vision tower's linear layers are quantized too (the checkpoint's ignore list)
+  bool mxfp4_experts = false;  // mxfp4: the routed experts only, in vLLM's layout (vllm_mxfp4_experts)
   std::string source;      // "config.json quantization_config (compressed-tensors)" or empty: the flags
 };
 
@@ -62,6 +63,7 @@ std::optional<ResolvedQuant> checkpoint_quant(const ModelSpec& model, const Weig
   r.scale = q.scale_dtype.value_or(c.scale_dtype.value_or(base));
   r.zero_points = q.zero_points || c.zero_points;
   r.vision = c.vision_quantized && model.vision && model.vision->takes_quant_config;
+  r.mxfp4_experts = c.mxfp4_experts && model.is_moe();
   r.source = fmt::format("config.json quantization_config ({})", c.method);
   return r;
 }
@@ -109,10 +111,17 @@ Expected<ResolvedQuant> resolve_quant(const ModelSpec& model, const WeightQuantO
 }
 
 /// Per-GPU weight terms, one per tensor kind, plus its scales and zero points when quantized.
-Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp, DType base, const ResolvedQuant& q) {
+Breakdown weight_breakdown(const ModelSpec& model, const std::vector<WeightTensor>& tensors, int64_t tp, DType base,
+                           const ResolvedQuant& q) {
   Breakdown b;
   b.title = "Weights per GPU";
+  int64_t mxfp4_layers = 0;  // MoE layers on this rank whose experts vLLM holds in its mxfp4 layout
   for (const WeightTensor& t : tensors) {
+    if (q.mxfp4_experts && t.part == WeightPart::kRoutedExperts) {
+      if (t.role == WeightRole::kLinear && t.name.ends_with("down_proj"))
+        mxfp4_layers += t.count / model.moe->num_experts;
+      continue;
+    }
     const bool rows_split = tp > 1 && (t.shard == WeightShard::kColumn || t.shard == WeightShard::kVocab ||
                                        t.shard == WeightShard::kKvHeads);
     const bool cols_split = tp > 1 && t.shard == WeightShard::kRow;
@@ -124,7 +133,8 @@ Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp,
     std::vector<Sym> shape{{"n", fmt::format("{}", t.count)}, {rows_symbol, fmt::format("{}", rows)}};
     if (t.cols > 1) shape.push_back({shard_symbol(t.cols_symbol, cols_split), fmt::format("{}", cols)});
     const int64_t numel = checked_mul(rows, cols);
-    const bool linear = t.role == WeightRole::kLinear && (t.part != WeightPart::kVision || q.vision);
+    const bool linear =
+        t.role == WeightRole::kLinear && (t.part != WeightPart::kVision || q.vision) && !q.mxfp4_experts;
     const bool quantized = linear && is_quantized(q.weight);
     const DType dtype = linear ? q.weight : base;
     std::vector<Sym> factors = shape;
@@ -167,6 +177,8 @@ Breakdown weight_breakdown(const std::vector<WeightTensor>& tensors, int64_t tp,
                       scale_factors, Bytes{checked_mul(t.count, ceil_div(checked_mul(scales_per_tensor, bits), 8))}));
     }
   }
+  if (mxfp4_layers > 0)
+    for (Term& t : vllm_mxfp4_experts(model, tp, mxfp4_layers)) b.add(std::move(t));
   return b;
 }
 
@@ -286,8 +298,10 @@ void add_profile_notes(std::vector<std::string>& notes, const ServeOptions& opti
 /// The weights term of the memory breakdown.
 Term weights_term(const ServeReport& r, const ResolvedQuant& quant, DType base) {
   return Term{"weights",
-              fmt::format("weights ({}{})", dtype_name(quant.weight),
-                          is_quantized(quant.weight) ? fmt::format(", rest {}", dtype_name(base)) : ""),
+              quant.mxfp4_experts
+                  ? fmt::format("weights (mxfp4 experts, rest {})", dtype_name(base))
+                  : fmt::format("weights ({}{})", dtype_name(quant.weight),
+                                is_quantized(quant.weight) ? fmt::format(", rest {}", dtype_name(base)) : ""),
               "Σ weight tensors per GPU", fmt::format("{} tensor kinds", r.weights.terms.size()), r.weights.total()};
 }
 
@@ -338,6 +352,7 @@ Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& op
   ServeReport r;
   r.base_dtype = base;
   r.weight_dtype = quant.weight;
+  r.mxfp4_experts = quant.mxfp4_experts;
   r.first_layer = first_layer;
   r.num_layers = num_layers;
   r.vllm = options.vllm;
@@ -346,7 +361,7 @@ Expected<ServeReport> serve_stage(const ModelSpec& model, const ServeOptions& op
     auto vision = vision_weight_tensors(*model.vision, model.hidden);
     tensors.insert(tensors.end(), vision.begin(), vision.end());
   }
-  r.weights = weight_breakdown(tensors, options.tp, base, quant);
+  r.weights = weight_breakdown(model, tensors, options.tp, base, quant);
   if (options.vllm)
     if (auto rope = vllm_rope_cache(model, dtype_bytes(base))) r.weights.add(std::move(*rope));
   r.kv = std::move(*kv);

@@ -74,6 +74,7 @@ struct ServeOptions {
 struct ServeReport {
   DType base_dtype = DType::kBF16;
   DType weight_dtype = DType::kBF16;
+  bool mxfp4_experts = false;  // quant_method mxfp4: the routed experts only (weight_dtype is their 4-bit storage)
   Breakdown memory;      // per GPU: weights, kv_cache, activation_workspace, non_torch
   Breakdown weights;     // per GPU, one term per tensor kind (and its scales)
   KvCacheReport kv;

@@ -62,7 +62,7 @@ nlohmann::json serve_json(const ServeResult& r) {
   j["context_len"] = kv.context_len;
   j["batch"] = kv.batch;
   j["dtype"] = std::string(dtype_name(s.base_dtype));
-  j["weight_dtype"] = std::string(dtype_name(s.weight_dtype));
+  j["weight_dtype"] = s.mxfp4_experts ? std::string("mxfp4") : std::string(dtype_name(s.weight_dtype));
   j["kv_cache"] = {{"per_token_bytes", kv.layout.per_token.count()},
                    {"per_sequence_bytes", kv.per_sequence.count()},
                    {"total_bytes", kv.total.count()},

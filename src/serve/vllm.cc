@@ -41,6 +41,9 @@ Term vllm_sampler_warmup(const ModelSpec& m, int64_t n, int64_t tokens, int64_t 
 
 std::optional<Term> vllm_rope_cache(const ModelSpec& m, int64_t e) {
   if (!m.has_rope()) return std::nullopt;
+  const ArchTraits* row = arch_row(m.model_type);
+  const bool fp32 = row && row->vllm_rope_fp32;
+  if (fp32) e = 4;
   const auto& rs = m.rope_scaling;
   const int64_t max_pos = m.max_positions;
   std::vector<Factor> rows{{"max_pos", max_pos}};
@@ -69,8 +72,38 @@ std::optional<Term> vllm_rope_cache(const ModelSpec& m, int64_t e) {
     how += "; Gemma 3's sliding layers: a second table, unscaled";
   }
   Term t = sum_term("weights.rope_cache", "RoPE cos/sin cache (a buffer, whole on every rank)", tables);
-  t.note = how;
+  t.note = fp32 ? how + "; fp32: the model file builds it so" : how;
   return t;
+}
+
+namespace {
+int64_t round_up(int64_t x, int64_t multiple) { return checked_mul(ceil_div(x, multiple), multiple); }
+}  // namespace
+
+std::vector<Term> vllm_mxfp4_experts(const ModelSpec& m, int64_t tp, int64_t layers) {
+  const MoeSpec& moe = *m.moe;
+  const int64_t h = m.hidden;
+  const int64_t f = round_up(ceil_div(moe.expert_ffn, tp), 64);
+  const Factor n{"n", checked_mul(layers, moe.num_experts)};
+  const Factor fr{"f_r", f};
+  std::vector<Term> terms;
+  auto add = [&](const char* key, const char* label, std::vector<Factor> product) {
+    terms.push_back(sum_term(fmt::format("weights.mlp.experts.{}", key), label, {std::move(product)}));
+  };
+  add("w13", "experts w13 = gate|up (mxfp4 e2m1, Hopper layout)",
+      {n, {"⌈h/2⌉₆₄", round_up(ceil_div(h, 2), 64)}, {"⌈2·f_r⌉₆₄", round_up(2 * f, 64)}});
+  add("w2", "experts w2 = down (mxfp4 e2m1, Hopper layout)",
+      {n, {"⌈f_r/2⌉₆₄", round_up(ceil_div(f, 2), 64)}, {"⌈h⌉₆₄", round_up(h, 64)}});
+  add("w13.scales", "experts w13 scales (e8m0, as loaded)", {n, {"2·f_r", 2 * f}, {"⌈h/32⌉", ceil_div(h, 32)}});
+  add("w2.scales", "experts w2 scales (e8m0, as loaded)", {n, {"h", h}, {"⌈f_r/32⌉", ceil_div(f, 32)}});
+  add("w13.scales_swizzled", "experts w13 scales (e8m0, Hopper layout copy)",
+      {n, {"⌈2·f_r⌉₂₅₆", round_up(2 * f, 256)}, {"⌈h/32⌉₂", round_up(ceil_div(h, 32), 2)}});
+  add("w2.scales_swizzled", "experts w2 scales (e8m0, Hopper layout copy)",
+      {n, {"⌈h⌉₂₅₆", round_up(h, 256)}, {"⌈f_r/32⌉₂", round_up(ceil_div(f, 32), 2)}});
+  add("w13.bias", "experts w13 bias (fp32)", {n, {"2·f_r", 2 * f}, {"4", 4}});
+  add("w2.bias", "experts w2 bias (fp32)", {n, {"h", h}, {"4", 4}});
+  terms.front().note = fmt::format("f_r = ⌈f_e/tp⌉ rounded up to 64 = {} (vLLM TRITON mxfp4 backend on Hopper)", f);
+  return terms;
 }
 
 Term vllm_non_torch(int64_t tp, int64_t pp) {

@@ -68,6 +68,19 @@ inline int64_t vllm_derived_max_len(const ModelSpec& model) {
   return model.derived_max_len > 0 ? model.derived_max_len : model.max_positions;
 }
 
+/// The routed experts of `layers` MoE layers under quant_method mxfp4, as vLLM v0.19.0 (2a69949bd)
+/// holds them after loading on Hopper with its TRITON backend (triton_kernels v3.6.0, 7c56a5e40):
+///  - f_r = ⌈f_e/tp⌉ rounded up to 64 (fused_moe/oracle/mxfp4.py:376-400); h is not padded;
+///  - values (e2m1, two per byte) of w13 (2·f_r × h) and w2 (h × f_r), swizzled into the Hopper
+///    value layout, which pads both axes of the transposed tensor to 64 (hopper_value.py:127-134);
+///    the loaded originals are deleted (oracle/mxfp4.py:721-754);
+///  - e8m0 scales, one per 32 input values: the loaded ones stay on the layer and the swizzled
+///    copies (rows to 256, scale columns to 2: hopper_scale.py:27-50) live in the precision config
+///    (quantization/mxfp4.py:299-312);
+///  - biases in fp32 (the bf16 originals replaced: model_executor/utils.py:47-77).
+/// Example: gpt-oss-20b at tp 1: 24·32 experts, 11,010,539,520 B.
+std::vector<Term> vllm_mxfp4_experts(const ModelSpec& m, int64_t tp, int64_t layers);
+
 /// Layers per pipeline rank (vllm/distributed/utils.py get_pp_indices, l.95-135 @8b141ed8c): L / pp
 /// each, and the remainder one by one to the ranks before the last, from the second-to-last down.
 /// Example: vllm_pp_partition(32, 3) == {11, 11, 10}; vllm_pp_partition(30, 4) == {7, 8, 8, 7}.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/hf_config.h"
 #include "model/presets.h"
@@ -191,6 +192,51 @@ TEST(Vllm, RefusesContextBeyondTheModel) {
   EXPECT_NE(result.error().message.find("derived max_model_len is 2048"), std::string::npos) << result.error().message;
   r.vllm_version = "none";
   EXPECT_TRUE(serve(config("phi-2.json"), r));  // the engine-agnostic model does not check it (RoPE)
+}
+
+// openai/gpt-oss-20b under quant_method mxfp4 (the v0.19.0 logs: "Model loading took 13.64 GiB" at
+// TP 1, 7.01 GiB per rank at TP 2; TP 2 at utilization 0.9: 59.32 GiB of KV cache, 316.07x). By hand
+// at TP 2 (vllm_mxfp4_experts): f_r = ⌈1440⌉₆₄ = 1472, n = 24·32 = 768 experts; w13 values
+// 768·1472·2944 = 3,328,180,224 B; w2 768·768·2880 = 1,698,693,120; scales as loaded 768·2944·90 and
+// 768·2880·46, swizzled 768·3072·90 and 768·3072·46; fp32 biases 768·2944·4 and 768·2880·4. The rest
+// is bf16: embedding and head 2·100544·2880·2, q/k/v/o with biases and sinks, router, norms, and the
+// fp32 RoPE table 131072·64·4 (gpt_oss.py get_rope(dtype=torch.float32)).
+TEST(Vllm, Mxfp4GptOss20b) {
+  nlohmann::json c = {{"architectures", {"GptOssForCausalLM"}}, {"model_type", "gpt_oss"}, {"hidden_size", 2880},
+                      {"intermediate_size", 2880}, {"num_hidden_layers", 24}, {"num_attention_heads", 64},
+                      {"num_key_value_heads", 8}, {"head_dim", 64}, {"num_local_experts", 32},
+                      {"num_experts_per_tok", 4}, {"vocab_size", 201088}, {"sliding_window", 128},
+                      {"max_position_embeddings", 131072}, {"tie_word_embeddings", false},
+                      {"torch_dtype", "bfloat16"}, {"quantization_config", {{"quant_method", "mxfp4"}}}};
+  auto model = parse_hf_config(c.dump(), "gpt-oss-20b.json");
+  ASSERT_TRUE(model) << model.error().message;
+  ServeRequest r;
+  r.context_len = 8192;
+  r.gpu = "h100-80gb";
+  r.tp = 2;
+  auto result = serve(*model, r);
+  ASSERT_TRUE(result) << result.error().message;
+  const Breakdown& w = result->serving.weights;
+  EXPECT_EQ(w.find("weights.mlp.experts.w13")->bytes.count(), 3'328'180'224);
+  EXPECT_EQ(w.find("weights.mlp.experts.w2")->bytes.count(), 1'698'693'120);
+  EXPECT_EQ(w.find("weights.mlp.experts.w13.scales")->bytes.count(), 768 * 2944 * 90);
+  EXPECT_EQ(w.find("weights.mlp.experts.w2.scales_swizzled")->bytes.count(), 768 * 3072 * 46);
+  EXPECT_EQ(w.find("weights.mlp.experts.w2.bias")->bytes.count(), 768 * 2880 * 4);
+  EXPECT_EQ(w.find("weights.attn.q_proj")->bytes.count(), 24 * 2048 * 2880 * 2);  // not quantized
+  EXPECT_EQ(w.find("weights.rope_cache")->bytes.count(), 131072 * 64 * 4);
+  EXPECT_EQ(w.find("weights.mlp.experts.gate_proj"), nullptr);
+  EXPECT_EQ(result->serving.weights_bytes().count(), 7'504'664'192);
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_NEAR(static_cast<double>(result->serving.weights_bytes().count()) / kGiB, 7.01, 7.01 * 0.005);
+  const VllmCapacity& v = *result->capacity->vllm;
+  EXPECT_NEAR(static_cast<double>(v.ranks.front().available.count()) / kGiB, 59.32, 59.32 * 0.002);
+  EXPECT_NEAR(v.max_concurrency, 316.07, 316.07 * 0.002);
+
+  r.tp = 1;
+  result = serve(*model, r);
+  ASSERT_TRUE(result) << result.error().message;
+  EXPECT_EQ(result->serving.weights_bytes().count(), 14'639'742'080);
+  EXPECT_NEAR(static_cast<double>(result->serving.weights_bytes().count()) / kGiB, 13.64, 13.64 * 0.005);
 }
 
 }  // namespace
