@@ -63,7 +63,7 @@ std::optional<ResolvedQuant> checkpoint_quant(const ModelSpec& model, const Weig
   r.scale = q.scale_dtype.value_or(c.scale_dtype.value_or(base));
   r.zero_points = q.zero_points || c.zero_points;
   r.vision = c.vision_quantized && model.vision && model.vision->takes_quant_config;
-  r.mxfp4_experts = c.mxfp4_experts && model.is_moe();
+  r.mxfp4_experts = c.mxfp4_experts;  // a dense model: nothing quantized (Mxfp4Config: linears unquantized)
   r.source = fmt::format("config.json quantization_config ({})", c.method);
   return r;
 }

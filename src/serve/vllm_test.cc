@@ -236,6 +236,19 @@ TEST(Vllm, Mxfp4GptOss20b) {
   result = serve(*model, r);
   ASSERT_TRUE(result) << result.error().message;
   EXPECT_EQ(result->serving.weights_bytes().count(), 14'639'742'080);
+
+  // Mxfp4Config quantizes fused MoE layers only: a dense model under it keeps every linear in bf16.
+  nlohmann::json dense = {{"model_type", "llama"},         {"hidden_size", 256},
+                          {"intermediate_size", 512},       {"num_hidden_layers", 2},
+                          {"num_attention_heads", 4},       {"vocab_size", 1024},
+                          {"max_position_embeddings", 8192}, {"torch_dtype", "bfloat16"}};
+  auto plain = parse_hf_config(dense.dump(), "dense.json");
+  dense["quantization_config"] = {{"quant_method", "mxfp4"}};
+  auto mx = parse_hf_config(dense.dump(), "dense-mxfp4.json");
+  ASSERT_TRUE(plain && mx);
+  auto a = serve(*plain, r), b = serve(*mx, r);
+  ASSERT_TRUE(a && b) << (a ? b.error().message : a.error().message);
+  EXPECT_EQ(b->serving.weights_bytes(), a->serving.weights_bytes());
   EXPECT_NEAR(static_cast<double>(result->serving.weights_bytes().count()) / kGiB, 13.64, 13.64 * 0.005);
 }
 
