@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The library's include layers: data flows one way, so a module includes only modules below it.
 
-  actmem values < util < model < tensors < policies < engine < report < config < serve < planner < api
+  actmem values < util < runtime < model < tensors < policies < engine < report < config < serve < planner < api
 
 The public value headers (include/actmem/expected.h, values.h: standard library only) are below
 everything; the public header include/actmem/actmem.h is implemented by src/api, the top layer.
@@ -16,7 +16,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYERS = ["util", "model", "tensors", "policies", "engine", "report", "config", "serve", "planner", "api"]
+LAYERS = ["util", "runtime", "model", "tensors", "policies", "engine", "report", "config", "serve", "planner", "api"]
 RANK = {m: i for i, m in enumerate(LAYERS)}
 PUBLIC_VALUES = {"actmem/expected.h", "actmem/values.h"}  # below util: any layer may include them
 ALLOW = os.path.join(ROOT, "tests", "layers_allowlist.txt")
