@@ -18,6 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto command = actmem::read_vllm_command(text, "", "fuzz.sh", true);
   if (command) (void)actmem::vllm_command_json(*command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return 0;
+#elif ACTMEM_FUZZ_READER == 7
+  // The first line a PYTORCH_CUDA_ALLOC_CONF, the rest a trace; replayed on a 1 GiB device.
+  const std::size_t eol = text.find('\n');
+  auto conf = actmem::AllocatorConfig::parse(text.substr(0, eol == std::string_view::npos ? text.size() : eol));
+  auto trace = actmem::parse_allocator_trace(std::string(eol == std::string_view::npos ? "" : text.substr(eol + 1)));
+  if (conf && trace) (void)actmem::replay_trace(*trace, *conf, {.capacity = int64_t{1} << 30, .total = int64_t{1} << 30});
+  return 0;
 #else
 #if ACTMEM_FUZZ_READER == 2
   auto config = actmem::read_megatron_args(text, "fuzz.sh");
@@ -28,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #elif ACTMEM_FUZZ_READER == 5
   auto config = actmem::read_hf_training_yaml(text, "fuzz.yaml");
 #else
-#error "ACTMEM_FUZZ_READER: 1 config.json, 2 Megatron-LM arguments, 3 DeepSpeed JSON, 4 torchtitan TOML, 5 HF YAML, 6 vllm serve"
+#error "ACTMEM_FUZZ_READER: 1 config.json, 2 Megatron-LM arguments, 3 DeepSpeed JSON, 4 torchtitan TOML, 5 HF YAML, 6 vllm serve, 7 allocator trace"
 #endif
   if (!config) return 0;
   actmem::TrainingSettings settings;

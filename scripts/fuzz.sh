@@ -11,7 +11,7 @@ seconds=${1:-10}
 shift || true
 build=${ACTMEM_FUZZ_BUILD:-build-sanitize}  # another sanitize build directory, if given
 mkdir -p "$build/fuzz-crashes"
-for target in config hf_config megatron_args deepspeed torchtitan hf_yaml vllm_serve; do
+for target in config hf_config megatron_args deepspeed torchtitan hf_yaml vllm_serve allocator_trace; do
   bin=$build/${target}_fuzzer
   [ -x "$bin" ] || { echo "fuzz: $bin is not built (cmake --build --preset sanitize)"; exit 2; }
   corpus=$build/corpus/$target
@@ -27,6 +27,7 @@ for target in config hf_config megatron_args deepspeed torchtitan hf_yaml vllm_s
     torchtitan)    seeds=(examples/torchtitan_*.toml) ;;
     hf_yaml)       seeds=(examples/*.yml examples/*.yaml) ;;
     vllm_serve)    seeds=(examples/vllm_*.sh fuzz/corpus/vllm_serve/*) ;;
+    allocator_trace) seeds=(fuzz/corpus/allocator_trace/*) ;;
   esac
   cp -n "${seeds[@]}" "$corpus/"
   log=$build/fuzz-$target.log

@@ -20,6 +20,7 @@
 #include "util/dtype.h"
 #include "util/spellcheck.h"   // closest_name(): "did you mean ...?" for a front end's own names
 #include "util/text_table.h"   // TextTable, group_digits: the tables every front end prints
+#include "runtime/allocator_trace.h"  // replay_trace(): PyTorch's caching allocator over a trace (`allocator`)
 #include "model/hf_config.h"   // parse_hf_config(): a config.json given as text
 #include "model/model_spec.h"
 #include "model/presets.h"

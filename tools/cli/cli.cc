@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>  // fmt::join
 
 #include "api/library.h"
+#include "allocator_cli.h"
 #include "options_cli.h"
 #include "serve_cli.h"
 #include "table_flags.h"
@@ -197,6 +198,7 @@ struct Command {
   Runner (*add)(CLI::App&);
 };
 const Command kCommands[] = {
+    {"allocator", add_allocator_command},
     {"estimate", add_estimate},
     {"explain", add_explain},
     {"models", add_models},
