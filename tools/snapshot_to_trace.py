@@ -8,7 +8,11 @@ where the block returned to the pool (free_completed). A run of segment_free ent
 empty_cache event: it is torch.cuda.empty_cache(), or, where a segment_alloc follows it after the
 trace's first allocation, malloc's out-of-memory retry on a full GPU, which (max_split_size_mb not
 set) frees exactly what empty_cache frees, just before that allocation; "recorded" counts those
-retries. When the recording began after the allocator was in use, the
+retries. With expandable segments the same release unmaps pages (segment_unmap). A recording made
+under set_per_process_memory_fraction with garbage_collection_threshold can also free old blocks
+before an allocation; that too would be read as empty_cache, which frees more: replay such a trace
+with the same --memory-fraction and --alloc-conf, and read its reserved figures as a lower bound.
+When the recording began after the allocator was in use, the
 state at its start is rebuilt from the snapshot's final segments:
   - a segment with no segment_alloc in the trace existed at the start; of its blocks, those still
     allocated at the end and never allocated in the trace were allocated then, the rest was free;
@@ -54,6 +58,7 @@ def convert(snap, device=None, source=""):
     events, recorded = [], []
     allocated_in_trace, alive = set(), set()
     seg_alloc_addrs = set()
+    mapped = []  # expandable segments: the address ranges mapped in the trace
     seg_freed_at_start = {}  # address -> (size, stream): freed before any segment_alloc there
     retries = 0
     i = 0
@@ -69,23 +74,25 @@ def convert(snap, device=None, source=""):
                 raise Refused(f"entry {i} frees {e['addr']:#x}, a block allocated before the recording began")
             alive.discard(e["addr"])
             events.append(["free", e["addr"]])
-        elif a == "segment_free":
+        elif a in ("segment_free", "segment_unmap"):  # release_cached_blocks: frees, or unmaps (expandable)
             j = i
-            while j < len(entries) and entries[j]["action"] == "segment_free":
+            while j < len(entries) and entries[j]["action"] in ("segment_free", "segment_unmap"):
                 j += 1
             followed = j < len(entries) and entries[j]["action"] == "segment_alloc"
             for k in range(i, j):
                 f = entries[k]
-                recorded.append(["segment_free", f["size"], len(events)])
-                if f["addr"] not in seg_alloc_addrs:
+                recorded.append([f["action"], f["size"], len(events)])
+                if f["action"] == "segment_free" and f["addr"] not in seg_alloc_addrs:
                     seg_freed_at_start.setdefault(f["addr"], (f["size"], stream_id(f["stream"])))
             if followed and allocated_in_trace:
                 retries += 1
             events.append(["empty_cache"])
             i = j
             continue
-        elif a in ("segment_alloc", "segment_map", "segment_unmap"):
+        elif a in ("segment_alloc", "segment_map"):
             seg_alloc_addrs.add(e["addr"])
+            if a == "segment_map":
+                mapped.append((e["addr"], e["addr"] + e["size"]))
             recorded.append([a, e["size"], len(events)])
         elif a == "oom":
             raise Refused(f"entry {i}: the recorded job ran out of memory; replay the part before it")
@@ -94,6 +101,10 @@ def convert(snap, device=None, source=""):
     segments = []
     for seg in snap.get("segments", []):
         if seg.get("device", device) != device or seg["address"] in seg_alloc_addrs:
+            continue
+        # An expandable segment is listed once per mapped run, which need not start where a map did.
+        end = seg["address"] + seg["total_size"]
+        if seg.get("is_expandable") and any(lo < end and seg["address"] < hi for lo, hi in mapped):
             continue
         if seg.get("is_expandable"):
             raise Refused("an expandable segment existed before the recording began; record from the start")

@@ -67,6 +67,23 @@ def check_converter():
     want = [{"size": 4 * mib, "allocated": True, "requested": 4 * mib}, {"size": 16 * mib, "allocated": False}]
     if t["segments"][0]["blocks"] != want:
         sys.exit(f"allocator_replay_validation: snapshot_to_trace rebuilt {t['segments'][0]['blocks']}, want {want}")
+    # Expandable segments recorded from the start: 30 MiB and 8 MiB tensors (two 20 MiB pages), the
+    # first freed, empty_cache unmapping the first page. The run left mapped starts past where the
+    # map did, and the unmap is a release: an empty_cache event, no segment at the start.
+    x = 1 << 40
+    snap = {"segments": [{"device": 0, "address": x + 20 * mib, "total_size": 20 * mib, "stream": 0,
+                          "segment_type": "large", "is_expandable": True,
+                          "blocks": [{"address": x + 20 * mib, "size": 10 * mib, "state": "inactive"},
+                                     {"address": x + 30 * mib, "size": 8 * mib, "state": "active_allocated"},
+                                     {"address": x + 38 * mib, "size": 2 * mib, "state": "inactive"}]}],
+            "device_traces": [[{"action": "segment_map", "addr": x, "size": 40 * mib, "stream": 0},
+                               {"action": "alloc", "addr": x, "size": 30 * mib, "stream": 0},
+                               {"action": "alloc", "addr": x + 30 * mib, "size": 8 * mib, "stream": 0},
+                               {"action": "free_completed", "addr": x, "size": 30 * mib, "stream": 0},
+                               {"action": "segment_unmap", "addr": x, "size": 20 * mib, "stream": 0}]]}
+    t = snapshot_to_trace.convert(snap)
+    if t["segments"] or t["events"][-1] != ["empty_cache"]:
+        sys.exit(f"allocator_replay_validation: snapshot_to_trace read an expandable release as {t}")
 
 
 def round_trip(actmem, path, trace, replay, conf):

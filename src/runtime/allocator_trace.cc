@@ -20,7 +20,7 @@ constexpr int64_t kMaxAddress = int64_t{1} << 56;  // above any device address (
 constexpr int kMaxStream = 1 << 16;
 
 /// obj[key] when it is a string, else `otherwise` (nlohmann's value() throws on another type).
-std::string text_of(const nlohmann::json& obj, const char* key, const char* otherwise) {
+std::string trace_text(const nlohmann::json& obj, const char* key, const char* otherwise) {
   auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : otherwise;
 }
@@ -41,10 +41,10 @@ Expected<AllocatorTrace> parse_allocator_trace(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     return trace_error(fmt::format("not JSON: {}", e.what()));
   }
-  if (!root.is_object() || text_of(root, "format", "") != "actmem-allocator-trace-1")
+  if (!root.is_object() || trace_text(root, "format", "") != "actmem-allocator-trace-1")
     return trace_error("\"format\" is not \"actmem-allocator-trace-1\"");
   AllocatorTrace t;
-  t.source = text_of(root, "source", "");
+  t.source = trace_text(root, "source", "");
   const nlohmann::json segments = root.value("segments", nlohmann::json::array());
   if (!segments.is_array()) return trace_error("\"segments\" is not a list");
   for (std::size_t k = 0; k < segments.size(); ++k) {
@@ -57,7 +57,7 @@ Expected<AllocatorTrace> parse_allocator_trace(const std::string& text) {
     SegmentInfo seg;
     seg.address = s["address"].get<int64_t>();
     seg.stream = s.value("stream", 0);
-    const std::string pool = s.contains("pool") ? text_of(s, "pool", "(not a string)") : "large";
+    const std::string pool = s.contains("pool") ? trace_text(s, "pool", "(not a string)") : "large";
     if (pool != "large" && pool != "small") return trace_error(where + ".pool is \"" + pool + "\", not large or small");
     seg.large = pool == "large";
     for (const auto& b : s["blocks"]) {

@@ -145,8 +145,8 @@ struct CachingAllocator::Impl {
         found = std::get<3>(*it);
       }
     }
-    // An oversize block is not cut down for a smaller request, and serves an oversize one only
-    // within max_non_split_rounding of its size.
+    // An oversize block is not cut down for a smaller request, and serves an oversize one only within
+    // max_non_split_rounding of its size (kLargeBuffer at 001074d2; max_non_split_rounding_mb later).
     if (size < cfg.max_split_size && b(found).size >= cfg.max_split_size) return -1;
     if (size >= cfg.max_split_size && b(found).size >= size + cfg.max_non_split_rounding) return -1;
     pool.blocks.erase(it);
