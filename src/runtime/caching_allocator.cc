@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 #include <tuple>
+
+#include <fmt/format.h>
 
 namespace actmem {
 
@@ -22,11 +23,7 @@ constexpr int64_t kLargeBuffer = 20 << 20;    // 1-10 MiB requests may share a 2
 constexpr int64_t kMinLargeAlloc = 10 << 20;  // from here a request gets its own segment
 constexpr int64_t kRoundLarge = 2 << 20;      // which is rounded to 2 MiB
 
-std::string fmt_address(int64_t a) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "segment at 0x%llx", static_cast<unsigned long long>(a));
-  return buf;
-}
+std::string fmt_address(int64_t a) { return fmt::format("segment at {:#x}", a); }
 
 
 /// get_allocation_size: the segment cudaMalloc is asked for when no cached block fits.
@@ -527,13 +524,7 @@ Expected<std::vector<int64_t>> CachingAllocator::restore(const SegmentInfo& segm
   std::vector<int64_t> handles;
   int64_t ptr = segment.address, prev = -1;
   for (const SegmentBlock& x : segment.blocks) {
-    Block blk;
-    blk.ptr = ptr;
-    blk.size = x.size;
-    blk.stream = segment.stream;
-    blk.pool = pool;
-    blk.prev = prev;
-    const int64_t i = m.new_block(blk);
+    const int64_t i = m.new_block({.ptr = ptr, .size = x.size, .stream = segment.stream, .pool = pool, .prev = prev});
     if (prev >= 0) m.b(prev).next = i;
     if (x.allocated) {
       m.b(i).allocated = true;
