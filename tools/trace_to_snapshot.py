@@ -6,7 +6,9 @@ Timeline" and "Allocator State History" tabs), with the model's addresses and dr
 The snapshot holds what torch.cuda.memory._snapshot() returns: "segments" (the allocator's state at
 the end, blocks with their state) and "device_traces" (one list per device of entries with action
 alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap).
-actmem knows no stack frames: every "frames" list is empty, and "time_us" counts entries.
+actmem knows no stack frames: a tensor the trace names (actmem estimate --timeline names each) has
+one frame whose "name" is that name, so memory_viz shows it; other "frames" lists are empty, and
+"time_us" counts entries.
 
   trace_to_snapshot.py --actmem build/actmem trace.json snapshot.pickle [--alloc-conf TEXT] [...]
 Further arguments go to `actmem allocator` (--capacity, --gpu-total, --memory-fraction).
@@ -21,16 +23,18 @@ import sys
 def snapshot_of(replay, device=0):
     entries = []
 
-    def add(action, addr, size, stream):
+    def add(action, addr, size, stream, name):
+        frames = [{"name": name, "filename": "actmem step timeline", "line": 0}] if name else []
         entries.append({"action": action, "addr": addr, "size": size, "stream": stream,
-                        "time_us": len(entries), "frames": []})
+                        "time_us": len(entries), "frames": frames})
 
-    for action, addr, size, stream in replay["timeline"]:
+    for action, addr, size, stream, *name in replay["timeline"]:
+        name = name[0] if name else ""
         if action == "free":  # the block returns at once: no other stream holds it
-            add("free_requested", addr, size, stream)
-            add("free_completed", addr, size, stream)
+            add("free_requested", addr, size, stream, name)
+            add("free_completed", addr, size, stream, name)
         else:
-            add(action, addr, size, stream)
+            add(action, addr, size, stream, name)
     segments = []
     for seg in replay["segments_end"]:
         blocks = [{"address": b["address"], "size": b["size"], "requested_size": b["requested"],

@@ -79,9 +79,10 @@ Expected<AllocatorTrace> parse_allocator_trace(const std::string& text) {
     const std::string kind = e.is_array() && !e.empty() && e[0].is_string() ? e[0].get<std::string>() : "";
     TraceEvent ev;
     if (kind == "alloc" && e.size() >= 3 && in_range(e[1], 0, kMaxAddress) && in_range(e[2], 0, kMaxSize) &&
-        (e.size() == 3 || in_range(e[3], 0, kMaxStream))) {
+        (e.size() == 3 || in_range(e[3], 0, kMaxStream)) && (e.size() <= 4 || e[4].is_string())) {
       const int stream = e.size() > 3 ? e[3].get<int>() : 0;
-      ev = {TraceEvent::kAlloc, e[1].get<int64_t>(), e[2].get<int64_t>(), stream};
+      ev = {TraceEvent::kAlloc, e[1].get<int64_t>(), e[2].get<int64_t>(), stream,
+            e.size() > 4 ? e[4].get<std::string>() : std::string()};
     } else if (kind == "free" && e.size() >= 2 && in_range(e[1], 0, kMaxAddress)) {
       ev = {TraceEvent::kFree, e[1].get<int64_t>(), 0, 0};
     } else if (kind == "empty_cache") {
@@ -90,9 +91,37 @@ Expected<AllocatorTrace> parse_allocator_trace(const std::string& text) {
       return trace_error(fmt::format("events[{}] is not [\"alloc\", address, size (to 1 PiB), stream (to 65536)], "
                                      "[\"free\", address] or [\"empty_cache\"]", k));
     }
-    t.events.push_back(ev);
+    t.events.push_back(std::move(ev));
   }
   return t;
+}
+
+std::string write_allocator_trace(const AllocatorTrace& trace) {
+  nlohmann::json segments = nlohmann::json::array();
+  for (const SegmentInfo& seg : trace.segments) {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const SegmentBlock& b : seg.blocks)
+      blocks.push_back({{"size", b.size}, {"requested", b.requested}, {"allocated", b.allocated}});
+    segments.push_back({{"address", seg.address},
+                        {"stream", seg.stream},
+                        {"pool", seg.large ? "large" : "small"},
+                        {"blocks", blocks}});
+  }
+  nlohmann::json events = nlohmann::json::array();
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == TraceEvent::kAlloc) {
+      nlohmann::json x = {"alloc", e.address, e.size, e.stream};
+      if (!e.name.empty()) x.push_back(e.name);
+      events.push_back(std::move(x));
+    } else if (e.kind == TraceEvent::kFree) {
+      events.push_back({"free", e.address});
+    } else {
+      events.push_back({"empty_cache"});
+    }
+  }
+  const nlohmann::json root = {
+      {"format", "actmem-allocator-trace-1"}, {"source", trace.source}, {"segments", segments}, {"events", events}};
+  return root.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const AllocatorConfig& config,
@@ -101,6 +130,7 @@ Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const Allocator
   struct Live {
     int64_t handle, size;
     int stream;
+    int64_t event;  // the alloc's index in the trace (-1: a block of the start state)
   };
   std::unordered_map<int64_t, Live> live;  // address in the trace -> its block
   for (const SegmentInfo& s : trace.segments) {
@@ -109,7 +139,7 @@ Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const Allocator
     int64_t ptr = s.address;
     std::size_t h = 0;
     for (const SegmentBlock& b : s.blocks) {
-      if (b.allocated) live[ptr] = {(*handles)[h++], b.requested > 0 ? b.requested : b.size, s.stream};
+      if (b.allocated) live[ptr] = {(*handles)[h++], b.requested > 0 ? b.requested : b.size, s.stream, -1};
       ptr += b.size;
     }
   }
@@ -120,8 +150,9 @@ Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const Allocator
     const auto& ev = a.segment_events();
     for (; seen < ev.size(); ++seen) {
       r.segment_events.push_back({ev[seen], at});
-      r.timeline.push_back({static_cast<TimelineEntry::Kind>(TimelineEntry::kSegmentAlloc + ev[seen].kind),
-                            ev[seen].address, ev[seen].size, ev[seen].stream});
+      const int kind = TimelineEntry::kSegmentAlloc + static_cast<int>(ev[seen].kind);
+      r.timeline.push_back(
+          {static_cast<TimelineEntry::Kind>(kind), ev[seen].address, ev[seen].size, ev[seen].stream});
     }
   };
   for (std::size_t k = 0; k < trace.events.size(); ++k) {
@@ -137,8 +168,8 @@ Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const Allocator
         r.oom_at = at;
         break;
       }
-      live[e.address] = {h, e.size, e.stream};
-      r.timeline.push_back({TimelineEntry::kAlloc, a.block_address(h), e.size, e.stream});
+      live[e.address] = {h, e.size, e.stream, at};
+      r.timeline.push_back({TimelineEntry::kAlloc, a.block_address(h), e.size, e.stream, at});
       if (a.stats().allocated_peak > before_peak) r.reserved_at_allocated_peak = a.stats().reserved;
     } else if (e.kind == TraceEvent::kFree) {
       auto it = live.find(e.address);
@@ -146,7 +177,7 @@ Expected<ReplayResult> replay_trace(const AllocatorTrace& trace, const Allocator
         return trace_error(fmt::format("events[{}] frees address {}, which no alloc before it made and no "
                                        "segment at the start holds", k, e.address));
       const Live& x = it->second;
-      r.timeline.push_back({TimelineEntry::kFree, a.block_address(x.handle), x.size, x.stream});
+      r.timeline.push_back({TimelineEntry::kFree, a.block_address(x.handle), x.size, x.stream, x.event});
       a.free(x.handle);
       live.erase(it);
     } else {

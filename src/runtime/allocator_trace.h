@@ -6,9 +6,10 @@
 // from a torch.cuda.memory._snapshot() pickle):
 //   {"format": "actmem-allocator-trace-1", "source": "...",
 //    "segments": [{"address": A, "stream": 0, "pool": "large", "blocks": [{"size": S, "allocated": true}]}],
-//    "events": [["alloc", address, size, stream], ["free", address], ["empty_cache"]]}
+//    "events": [["alloc", address, size, stream, "name"], ["free", address], ["empty_cache"]]}
 // `segments` is the allocator's state when the trace begins (empty for a trace from the start);
-// `events` are the tensors' allocations (their requested sizes) and frees, in order.
+// `events` are the tensors' allocations (their requested sizes) and frees, in order; an alloc's
+// stream and name (what the tensor is: actmem's step timeline names them) may be left out.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct TraceEvent {
   enum Kind { kAlloc, kFree, kEmptyCache } kind = kAlloc;
   int64_t address = 0, size = 0;
   int stream = 0;
+  std::string name;  // optional: what the tensor is (an alloc's fifth entry)
 };
 
 struct AllocatorTrace {
@@ -34,6 +36,9 @@ struct AllocatorTrace {
 
 /// Reads the JSON text of a trace; an error names the entry at fault.
 Expected<AllocatorTrace> parse_allocator_trace(const std::string& text);
+/// The trace as that JSON text.
+/// Example: parse_allocator_trace(write_allocator_trace(t))->events.size() == t.events.size().
+std::string write_allocator_trace(const AllocatorTrace& trace);
 
 struct TraceSegmentEvent {
   SegmentEvent event;
@@ -47,6 +52,7 @@ struct TimelineEntry {
   enum Kind { kAlloc, kFree, kSegmentAlloc, kSegmentFree, kSegmentMap, kSegmentUnmap } kind = kAlloc;
   int64_t address = 0, size = 0;  // for a tensor its requested size
   int stream = 0;
+  int64_t event = -1;  // for a tensor the trace event that allocated it (its name is there); -1: none
 };
 
 struct ReplayResult {

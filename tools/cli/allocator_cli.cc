@@ -57,7 +57,12 @@ nlohmann::json result_json(const AllocatorFlags& f, const AllocatorTrace& t, con
   static constexpr const char* kTimelineNames[] = {"alloc", "free", "segment_alloc", "segment_free", "segment_map",
                                                    "segment_unmap"};
   nlohmann::json timeline = nlohmann::json::array();
-  for (const auto& e : r.timeline) timeline.push_back({kTimelineNames[e.kind], e.address, e.size, e.stream});
+  for (const auto& e : r.timeline) {  // a tensor's name (the trace's fifth entry) fifth when it has one
+    nlohmann::json x = {kTimelineNames[e.kind], e.address, e.size, e.stream};
+    if (e.event >= 0 && !t.events[static_cast<std::size_t>(e.event)].name.empty())
+      x.push_back(t.events[static_cast<std::size_t>(e.event)].name);
+    timeline.push_back(std::move(x));
+  }
   return {{"trace", {{"file", f.trace}, {"source", t.source}, {"events", t.events.size()},
                      {"segments_at_start", t.segments.size()}}},
           {"alloc_conf", f.alloc_conf},
