@@ -11,11 +11,15 @@
 #include "model/model_spec.h"   // limits::kMaxLayers (the pipeline stage sizes)
 #include "policies/finetune.h"  // parse_lora_targets, lora_targets_name, kLoraQ
 #include "policies/loss_impl.h"  // parse_loss, loss_name
+#include "policies/option_setters.h"  // the setters of text options parsed by their own rules
 #include "util/spellcheck.h"
 
 namespace actmem {
 
 namespace {
+
+using detail::get_expert_bias, detail::get_recompute_modules, detail::get_selective_ac, detail::set_alloc_conf,
+    detail::set_expert_bias, detail::set_recompute_modules, detail::set_selective_ac;
 
 Error wrong_kind(std::string_view name, std::string_view expected, const OptionValue& value) {
   return Error{ErrorKind::kInvalid, std::string(name),
@@ -200,55 +204,6 @@ Expected<void> set_zero(TrainingSettings& s, std::string_view n, const OptionVal
   return {};
 }
 
-Expected<void> set_selective_ac(TrainingSettings& s, std::string_view n, const OptionValue& v) {
-  auto text = option_text(n, v);
-  if (!text) return text.error();
-  if (*text == "op") {
-    s.layout.selective_ac_every = 0;
-    return {};
-  }
-  int64_t every = 0;
-  bool ok = !text->empty();
-  for (char ch : *text) {
-    if (ch < '0' || ch > '9' || every > (int64_t{1} << 40)) {
-      ok = false;
-      break;
-    }
-    every = every * 10 + (ch - '0');
-  }
-  if (!ok || every < 1)
-    return Error{ErrorKind::kInvalid, std::string(n),
-                 fmt::format("@{} '{}': use op or a layer period N >= 1 (torchtitan's selective_ac_option)", n, *text)};
-  s.layout.selective_ac_every = every;
-  return {};
-}
-std::optional<OptionValue> get_selective_ac(const Workload&, const Layout& l) {
-  return OptionValue{l.selective_ac_every == 0 ? std::string("op") : std::to_string(l.selective_ac_every)};
-}
-
-Expected<void> set_recompute_modules(TrainingSettings& s, std::string_view n, const OptionValue& v) {
-  auto text = option_text(n, v);
-  if (!text) return text.error();
-  auto bits = parse_recompute_modules(*text);
-  if (!bits) return bits.error();
-  s.workload.megatron.recompute_modules = *bits;
-  return {};
-}
-std::optional<OptionValue> get_recompute_modules(const Workload& w, const Layout&) {
-  return OptionValue{recompute_modules_name(w.megatron.recompute_modules)};
-}
-
-Expected<void> set_expert_bias(TrainingSettings& s, std::string_view n, const OptionValue& v) {
-  auto x = option_flag(n, v);
-  if (!x) return x.error();
-  s.workload.megatron.router.expert_bias = *x ? 1 : 0;
-  return {};
-}
-std::optional<OptionValue> get_expert_bias(const Workload& w, const Layout&) {
-  if (w.megatron.router.expert_bias < 0) return std::nullopt;
-  return OptionValue{w.megatron.router.expert_bias > 0};
-}
-
 Expected<void> set_lora_rank(TrainingSettings& s, std::string_view n, const OptionValue& v) {
   auto x = option_count(n, v);
   if (!x) return x.error();
@@ -361,6 +316,10 @@ const std::array kSpecs{
         {.min = 0, .max = 3}),
     row("reserve", kJob, {OptionKind::kSize, OptionScope::kLayout, set_reserve, get_reserve},
         "CUDA context and allocator slack allowance, e.g. 2GiB (or a number of bytes)", "2GiB", {.min = 0}),
+    row("alloc_conf", kJob,
+        {OptionKind::kText, OptionScope::kWorkload, set_alloc_conf, get_text<WORKLOAD_FIELD(alloc_conf)>},
+        "PYTORCH_CUDA_ALLOC_CONF for the reserved-memory replay of the step", "expandable_segments:True",
+        {.advanced = true, .default_note = "PyTorch's defaults"}),
     // Parallelism.
     row("dp", kParallel, count<LAYOUT(parallel.dp)>(), "data-parallel size", "8",
         {.min = 1, .max = static_cast<double>(limits::kMaxDp)}),

@@ -148,6 +148,9 @@ struct Workload {
   // Encoders (bert, roberta): the head, "mlm", "classifier[:N]" or "none" (model/encoder_head.h),
   // applied by prepare(); empty = what the config's `architectures` names.
   std::string head;
+  // PYTORCH_CUDA_ALLOC_CONF as the job sets it (runtime/caching_allocator.h AllocatorConfig::parse):
+  // what the step's timeline is replayed under for its reserved memory; empty = PyTorch's defaults.
+  std::string alloc_conf;
 };
 
 /// What one evaluation binds.
