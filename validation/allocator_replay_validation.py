@@ -119,11 +119,46 @@ def round_trip(actmem, path, trace, replay, conf):
     return None
 
 
+def check_estimate_timeline(actmem):
+    """An estimate's step (estimate --timeline): replayed, its tensors peak at the estimate's bytes;
+    written as a memory_viz snapshot every allocation carries its tensor's name as its frame, and it
+    reads back as the same tensors. Exits naming what differs."""
+    job = ["--model", "llama-2-7b", "--framework", "megatron", "--seq-len", "2048", "--pp", "2", "--recompute",
+           "selective", "--num-micro-batches", "4"]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "step.json")
+        est = subprocess.run([actmem, "estimate", *job, "--json", "--timeline", path], capture_output=True, text=True)
+        if est.returncode != 0:
+            sys.exit(f"allocator_replay_validation: estimate --timeline failed: {est.stderr.strip()}")
+        memory = json.loads(est.stdout)["memory"]
+        out = subprocess.run([actmem, "allocator", "--trace", path, "--json"], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"allocator_replay_validation: the estimate's timeline does not replay: {out.stderr.strip()}")
+        replay = json.loads(out.stdout)
+        with open(path) as f:
+            trace = json.load(f)
+    want = memory["total_bytes"] - memory["reserve_bytes"]
+    if replay["requested_peak_bytes"] != want or replay["reserved_peak_bytes"] != memory["reserved_bytes"]:
+        sys.exit(f"allocator_replay_validation: the timeline replays to {replay['requested_peak_bytes']} bytes "
+                 f"({replay['reserved_peak_bytes']} reserved), the estimate says {want} ({memory['reserved_bytes']})")
+    snap = trace_to_snapshot.snapshot_of(replay)
+    allocs = [e for e in snap["device_traces"][0] if e["action"] == "alloc"]
+    names = [e[4] for e in trace["events"] if e[0] == "alloc"]
+    if [e["frames"][0]["name"] if e["frames"] else "" for e in allocs] != names:
+        sys.exit("allocator_replay_validation: the snapshot's frames do not name the timeline's tensors")
+    back = snapshot_to_trace.convert(pickle.loads(pickle.dumps(snap)))
+    if [e[2] for e in back["events"] if e[0] == "alloc"] != [e[2] for e in trace["events"] if e[0] == "alloc"]:
+        sys.exit("allocator_replay_validation: the estimate's timeline does not read back from its snapshot")
+    print(f"estimate --timeline ({' '.join(job)}): {len(trace['events'])} events peak at the estimate's "
+          f"{want} bytes; {replay['reserved_peak_bytes']} reserved; snapshot frames name all {len(names)} tensors")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--actmem", required=True)
     args = ap.parse_args()
     check_converter()
+    check_estimate_timeline(args.actmem)
     failures = 0
     rows = []
     for path in sorted(glob.glob(os.path.join(HERE, "allocator_traces", "*.json"))):

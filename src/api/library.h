@@ -30,6 +30,7 @@
 #include "policies/finetune.h"      // parse_lora_targets(), the LoRA target bits
 #include "engine/prepared.h"        // prepare(), evaluate(), explain()
 #include "engine/training.h"
+#include "engine/timeline.h"        // step_timeline(): the step as allocations and frees (--timeline)
 #include "report/render.h"          // report_json(), render_table(), render_explain()
 #include "config/training_config.h"  // load_training_config(): a training config (--from) as input
 #include "config/megatron_theory.h"  // megatron_theoretical_memory(): Megatron's own report, side by side

@@ -7,6 +7,7 @@
 // account() runs the stages of engine/stages/ (account.h lists them) in order.
 #include "engine/engine.h"
 #include "engine/stages/account.h"  // the stages account() runs
+#include "engine/timeline.h"
 #include "model/arch.h"  // arch_row: families modelled for serving only
 #include "model/encoder_head.h"  // set_encoder_head(): --head
 
@@ -232,6 +233,22 @@ Expected<Report> explain(const PreparedModel& model, const Layout& layout) {
   }
   return r;
 }
+
+namespace detail {
+
+Expected<StepTimeline> step_timeline(const PreparedModel& model, const Layout& layout) {
+  MessageReporter reporter;
+  RecordingSink sink;
+  Totals totals;
+  try {
+    if (!account(model.impl(), layout, totals, reporter, sink)) return reporter.error;
+    return step_timeline(model.impl(), layout, totals, sink);
+  } catch (const OverflowError&) {
+    return Error{ErrorKind::kOverflow, "seq_len", "the step's timeline overflowed 64-bit arithmetic; check @seq_len"};
+  }
+}
+
+}  // namespace detail
 
 }  // namespace actmem
 

@@ -83,6 +83,12 @@ int64_t storage_bytes(const Storage& st, const SymValues& v);
 /// The layers' groups a breakdown of activations sums (Group's first four, in order).
 inline constexpr Group kLayerGroups[] = {Group::kAttention, Group::kMlp, Group::kNorms, Group::kMoe};
 
+/// One transient of a stage (stages/transients.cc list_transients): only the largest is in the peak.
+struct NamedTransient {
+  const char* name = "";
+  int64_t bytes = 0;
+};
+
 /// What explain() records beyond the totals, stage by stage (engine/stages/); evaluate() passes a
 /// sink that records nothing. The report formats these and derives nothing from the layout.
 struct RecordingSink {
@@ -120,6 +126,13 @@ struct RecordingSink {
   StageParams stage;               // the peak stage's parameters
   FinetuneStatic finetune;         // static memory by weight tensor, when Prepared::shape_static
   std::vector<StageTotals> stages;  // every stage's GPU (Report::stages)
+  // The peak stage as the step's timeline lays it out (engine/timeline.h): its chunks'
+  // micro-batches in flight, the saved bytes they hold (and what stays on the GPU of them under
+  // offloading), the recomputation plan, and its transients as largest_transient compares them.
+  std::vector<int64_t> peak_counts;
+  int64_t peak_in_flight = 0, peak_on_gpu = 0;
+  RecomputePlan plan{};
+  std::vector<NamedTransient> peak_transients;
   static constexpr bool kRecords = true;
 };
 struct NullSink {

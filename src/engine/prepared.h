@@ -37,6 +37,7 @@ class PreparedModel {
   const Workload& workload() const;
   const std::string& name() const;  // preset name, config path or "--params N"
   const detail::Prepared& impl() const { return *impl_; }
+  bool valid() const { return impl_ != nullptr; }
 
  private:
   friend Expected<PreparedModel> prepare(const ModelSpec&, const Workload&);

@@ -28,18 +28,30 @@ struct RecomputePlan {
   /// Under layer_sac(): whether the layer at 0-based `position` is checkpointed.
   bool layer_sac_checkpointed(int64_t position) const { return (position + 1) % selective_every == 0; }
 
+  /// What layer `position` of a unit keeps: everything its ops save, the selective set, its input
+  /// alone, or nothing (a layer inside a uniform-method segment).
+  enum class Keeps : uint8_t { kAll, kSelective, kInput, kNothing };
+  Keeps keeps(int64_t position) const {
+    switch (policy) {
+      case Recompute::kNone: return Keeps::kAll;
+      case Recompute::kSelective:
+        if (layer_sac()) return layer_sac_checkpointed(position) ? Keeps::kInput : Keeps::kAll;
+        return Keeps::kSelective;
+      case Recompute::kFull:
+        if (checkpoint_every > 0) return position % checkpoint_every == 0 ? Keeps::kInput : Keeps::kNothing;
+        if (recompute_layers >= 0) return position < recompute_layers ? Keeps::kInput : Keeps::kAll;
+        return Keeps::kInput;
+    }
+    return Keeps::kAll;
+  }
   /// Bytes layer `position` of a unit keeps, given what its kind saves with nothing recomputed,
   /// under selective recomputation, and its input alone.
   int64_t kept(int64_t none, int64_t selective, int64_t input, int64_t position) const {
-    switch (policy) {
-      case Recompute::kNone: return none;
-      case Recompute::kSelective:
-        if (layer_sac()) return layer_sac_checkpointed(position) ? input : none;
-        return selective;
-      case Recompute::kFull:
-        if (checkpoint_every > 0) return position % checkpoint_every == 0 ? input : 0;
-        if (recompute_layers >= 0) return position < recompute_layers ? input : none;
-        return input;
+    switch (keeps(position)) {
+      case Keeps::kAll: return none;
+      case Keeps::kSelective: return selective;
+      case Keeps::kInput: return input;
+      case Keeps::kNothing: return 0;
     }
     return none;
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/prepared.h"
+#include "report/timeline_report.h"  // memory.timeline, memory.reserved_bytes
 #include "util/text_table.h"
 #include "policies/loss_impl.h"  // loss_name (--loss)
 #include "policies/finetune.h"  // finetune_summary(), lora_targets_name()
@@ -242,19 +243,17 @@ nlohmann::json report_json(const Report& r) {
     j["memory"]["fp8_weight_cache_bytes"] = r.totals.fp8_weight_cache;
   if (r.totals.workspaces > 0) j["memory"]["workspaces_bytes"] = r.totals.workspaces;  // workspaces.h: in total_bytes
   if (!r.stages.empty()) j["memory"]["by_stage"] = stages_json(r);
+  detail::add_timeline_json(r, j["memory"]);  // memory.reserved_bytes, memory.timeline
   if (w.loss != LossImpl::kFull) j["inputs"]["loss"] = loss_name(w.loss, w.loss_chunks);  // loss_impl.h
   if (w.freeze_embeddings) j["inputs"]["freeze_embeddings"] = true;
   if (w.frozen_layers != 0) j["inputs"]["frozen_layers"] = w.frozen_layers;
   if (w.packed_docs != 0) j["inputs"]["packed_docs"] = w.packed_docs;
   if (l.grad_accum != 1) j["inputs"]["grad_accum"] = l.grad_accum;
-  if (l.offload_activations) {  // offload.h: saved activations in host memory, not in the GPU total
-    j["inputs"]["offload_activations"] = true;
+  // offload.h, cpu_offloading.h (the first N layers): saved activations in host memory, not in the GPU total.
+  if (l.offload_activations) j["inputs"]["offload_activations"] = true;
+  if (l.cpu_offloading_num_layers > 0) j["inputs"]["cpu_offloading_num_layers"] = l.cpu_offloading_num_layers;
+  if (l.offload_activations || l.cpu_offloading_num_layers > 0)
     j["memory"]["host_activations_bytes"] = r.totals.host_activations;
-  }
-  if (l.cpu_offloading_num_layers > 0) {  // cpu_offloading.h: the first N layers' saves in host memory
-    j["inputs"]["cpu_offloading_num_layers"] = l.cpu_offloading_num_layers;
-    j["memory"]["host_activations_bytes"] = r.totals.host_activations;
-  }
   if (!finetune_summary(w).empty() || needs_weight_shapes(w)) {  // only then: default outputs stay as they were
     j["inputs"]["precision"] = kPrecisionNames.name(w.precision);
     j["inputs"]["optimizer_in_backward"] = w.optimizer_in_backward;
@@ -326,7 +325,9 @@ std::string render_table(const Report& r) {
   mem.add_rule();
   mem.add_row({{"Total per GPU"}, {fmt::format("{:.2f}", e.total().gib()), true}, {group_digits(e.total().count()), true},
                {fmt::format("({:.2f} GB)", e.total().gb())}});
+  const std::string reserved_note = detail::add_reserved_row(r, mem);
   out += "\n" + e.memory.title + "\n" + mem.render();
+  if (!reserved_note.empty()) out += note_line(reserved_note);
 
   if (e.activations) {
     const auto& act = *e.activations;

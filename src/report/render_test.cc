@@ -31,8 +31,12 @@ TEST(ReportJson, StableKeys) {
             (std::set<std::string>{"active", "embedding", "lm_head", "non_embedding", "per_gpu", "total"}));
   EXPECT_EQ(keys(j["memory"]),
             (std::set<std::string>{"activations_bytes", "by_stage", "cpu_optimizer_bytes", "gradients_bytes",
-                                   "optimizer_bytes", "pipeline_stage", "workspaces_bytes", "reserve_bytes", "static_bytes", "terms", "total_bytes",
+                                   "optimizer_bytes", "pipeline_stage", "workspaces_bytes", "reserve_bytes",
+                                   "reserved_bytes", "static_bytes", "terms", "timeline", "total_bytes",
                                    "transient_bytes", "weights_bytes"}));
+  // The step's timeline (engine/timeline.h) peaks at the total without the reserve allowance.
+  EXPECT_EQ(j["memory"]["timeline"]["allocated_peak_bytes"], r.totals.total - r.totals.reserve);
+  EXPECT_GE(j["memory"]["reserved_bytes"], j["memory"]["timeline"]["allocated_peak_bytes"]);
   EXPECT_EQ(keys(j["activations"]),
             (std::set<std::string>{"forward_flops", "in_flight_by_stage", "in_flight_bytes", "in_flight_stage", "notes",
                                    "per_layer_bytes", "recompute_flops", "recompute_peak_bytes", "tensors", "terms",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ struct TrainingFlags {
   bool json = false;
   FitFlags fit;  // --gpu / --gpu-memory: the fit verdict (plan_cli.h)
   std::string from;                           // a training config (Megatron-LM launch script)
+  std::string timeline;                       // --timeline FILE: the step's allocations as a trace
   const CLI::Option* model_option = nullptr;  // to tell an explicit --model from the default
 };
 
@@ -44,7 +46,21 @@ void add_training_flags(CLI::App* cmd, TrainingFlags& f) {
   add_fit_flags(cmd, f.fit);
   cmd->add_option("--from", f.from, "a training config to read: a Megatron-LM launch script or argument\n"
                   "line, a DeepSpeed JSON, a torchtitan TOML, an axolotl or LLaMA-Factory\nYAML");
+  cmd->add_option("--timeline", f.timeline, "write the step's allocations and frees, each tensor named, as a\n"
+                  "trace (actmem allocator --trace replays it; docs/allocator.md)");
   add_table_flags(cmd, f.table);
+}
+
+/// --timeline FILE: the peak GPU's step as an allocator trace (engine/timeline.h).
+Expected<void> write_timeline(const PreparedModel& prepared, const Layout& layout, const std::string& path) {
+  auto tl = detail::step_timeline(prepared, layout);
+  if (!tl) return tl.error();
+  AllocatorTrace trace = detail::to_allocator_trace(*tl);
+  trace.source = fmt::format("actmem estimate: {} (the peak GPU's step)", prepared.name());
+  std::ofstream out(path, std::ios::binary);
+  out << write_allocator_trace(trace);
+  if (!out) return Error{fmt::format("--timeline {}: cannot write the file", path)};
+  return {};
 }
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
@@ -129,6 +145,8 @@ int run_training(const TrainingFlags& f, TrainingOutput output) {
   if (!prepared) return fail(prepared.error());
   auto report = explain(*prepared, inputs->layout);
   if (!report) return fail(report.error());
+  if (!f.timeline.empty())
+    if (auto ok = write_timeline(*prepared, inputs->layout, f.timeline); !ok) return fail(ok.error());
   // A Megatron-LM job: Megatron's own theoretical memory report beside actmem's (megatron_theory.h).
   const std::vector<std::string> comparison = config ? megatron_theory_lines(*config, *report) : std::vector<std::string>{};
   if (f.fit.given()) {  // the fit verdict, only when a GPU is given (the outputs without one stay as they were)

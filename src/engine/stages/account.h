@@ -141,6 +141,9 @@ void account_recompute(Account& a);
 /// transients.cc: every transient of the step; the largest of them on a stage (the last holds the loss's).
 void account_transients(Account& a);
 Bytes largest_transient(const Account& a, bool last);
+/// The same transients by name, those that exist, in the order of the step (the loss's backward
+/// first); FSDP2's unsharded working set, which comes on top of the largest, is not among them.
+void list_transients(const Account& a, bool last, std::vector<NamedTransient>& out);
 
 /// offload.cc: what offloading leaves on the GPU and its working set in backward.
 void account_offload(Account& a);

@@ -251,6 +251,11 @@ void account_rank(Account& a, int64_t rank, Walk& walk) {
     a.rec->fp8_weight_elements = st.fp8_elements;
     a.rec->fp8_weight_copies = st.fp8_copies;
     a.rec->logits_grad = last ? a.tr.logits_grad.count() : -1;
+    a.rec->peak_counts.assign(a.s.counts.begin(), a.s.counts.end());
+    a.rec->peak_in_flight = in_flight.count();
+    a.rec->peak_on_gpu = on_gpu.count();
+    a.rec->plan = a.plan;
+    list_transients(a, last, a.rec->peak_transients);
   }
 }
 

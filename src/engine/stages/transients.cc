@@ -76,4 +76,18 @@ Bytes largest_transient(const Account& a, bool last) {
   return (peak < Bytes{0} ? Bytes{0} : peak) + tr.fsdp2.total();
 }
 
+void list_transients(const Account& a, bool last, std::vector<NamedTransient>& out) {
+  const Transients& tr = a.tr;
+  out.clear();
+  const std::pair<const char*, Bytes> all[] = {
+      {"loss backward: logits-sized buffers", last ? tr.logits_grad : Bytes{-1}},
+      {"ZeRO-3: gathered layer and its gradient", tr.zero3},
+      {"recomputed segment rerun", tr.recompute},
+      {"4-bit base: dequantized linear weight", tr.dequantized},
+      {"offloaded activations brought back", tr.offload_working_set},
+      {"gradient accumulation: new gradient", tr.accumulated_grad}};
+  for (const auto& [name, bytes] : all)
+    if (bytes >= Bytes{0}) out.push_back({name, bytes.count()});
+}
+
 }  // namespace actmem::detail

@@ -242,12 +242,13 @@ def test_unknown_model():
 
 
 def test_option_tables_list_the_cli_flags():
-    # Every estimate flag of the CLI but --model/--params/--json is a keyword, and no more: the training
-    # options, and the fit verdict's machine (--gpu and its allowances, the planner's machine).
+    # Every estimate flag of the CLI but --model/--params/--json/--from/--timeline is a keyword, and no more:
+    # the training options, and the fit verdict's machine (--gpu and its allowances, the planner's machine).
     _, help_text, _ = cli("estimate", "--help")
     fit = {"gpu", "gpu-memory", "cuda-context", "nccl-per-group", "fragmentation", "gpus-per-node",
            "inter-node-bandwidth", "compute-efficiency", "collective-efficiency"}
-    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - {"help", "model", "params", "json", "from"} - fit
+    own = {"help", "model", "params", "json", "from", "timeline"}  # the CLI's own inputs and outputs
+    flags = set(re.findall(r"^ {2}--([a-z0-9-]+)", help_text, re.M)) - own - fit
     assert set(actmem.training_options()) == {f.replace("-", "_") for f in flags}
     assert set(actmem.machine_options()) == {f.replace("-", "_") for f in fit}
     _, help_text, _ = cli("serve", "--help")
