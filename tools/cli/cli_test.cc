@@ -159,3 +159,19 @@ TEST(Cli, FineTuningFlagsErrorsNameTheFlag) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 26: the arguments CLI11 leaves over were listed last first ("4 --ulysses-sp"); they are
+// listed as typed, with the option closest to the first unknown flag.
+TEST(Cli, UnknownArgumentsInTheOrderTypedWithASuggestion) {
+  Result r = run("estimate --model gpt2 --seq-lenn 4 --ulysses-sp 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "actmem: --seq-lenn 4 --ulysses-sp 2 were not expected; did you mean --seq-len? (actmem estimate "
+                   "--help lists the options)\n");
+  r = run("serve --model gpt2 extra");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "actmem: extra was not expected\n");
+}
+
+}  // namespace

@@ -1,5 +1,7 @@
 #include "table_flags.h"
 
+#include <algorithm>  // std::find_if
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join
 
@@ -118,7 +120,27 @@ Expected<TrainingSettings> to_settings(const TableFlags& t, TrainingSettings in)
   return in;
 }
 
+/// CLI11's message joins the arguments left over last first (detail::rjoin: "2 --bar 1 --foo"):
+/// here in the order typed, with the option closest to the first unknown flag.
+std::string extras_message(const CLI::App& app) {
+  const CLI::App* cmd = &app;
+  for (const CLI::App* sub : app.get_subcommands()) cmd = sub;
+  const std::vector<std::string> left = cmd->remaining();
+  std::string out = fmt::format("{} {} not expected", fmt::join(left, " "), left.size() == 1 ? "was" : "were");
+  const auto flag = std::find_if(left.begin(), left.end(), [](const std::string& a) { return a.rfind("--", 0) == 0; });
+  if (flag == left.end()) return out;
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  const std::vector<std::string_view> views(names.begin(), names.end());
+  const std::string typed = flag->substr(0, flag->find('='));
+  if (auto guess = closest_name(typed, views)) out += fmt::format("; did you mean {}?", *guess);
+  return out + fmt::format(" (actmem {} --help lists the options)", cmd->get_name());
+}
+
 std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !app.get_subcommands().empty())
+    return extras_message(app);
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) == nullptr) return e.what();
   const CLI::Option* o = repeated_option(app);
   if (!o) return e.what();
