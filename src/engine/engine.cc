@@ -144,6 +144,13 @@ Expected<PreparedModel> prepare(const ModelSpec& given, const Workload& workload
     // Every weight tensor: the static memory of fine-tuning (shape_static) and the largest gradient
     // of gradient accumulation (grad_accum.h).
     p->tensors = weight_tensors_with_frozen_layers(model, workload.frozen_layers);
+    // @lora_targets against the model's projections (finetune.h): `all` keeps those it has.
+    if (workload.lora.enabled() && workload.framework != Framework::kMegatron) {
+      auto targets = resolve_lora_targets(p->tensors, model.fused_qkv, model.fused_gate_up, workload.lora.targets);
+      if (!targets) return targets.error();
+      p->workload.lora.targets = targets->targets;
+      p->workload.lora.unmatched = targets->unmatched;
+    }
     PreparedModel out;
     out.impl_ = std::move(p);
     return out;

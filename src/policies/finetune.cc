@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>  // std::popcount
 #include <stdexcept>
 
 #include "util/text_table.h"  // group_digits, format_binary
@@ -146,6 +147,28 @@ std::string lora_targets_name(unsigned targets) {
   for (const TargetName& t : kTargets)
     if (targets & t.bit) out += (out.empty() ? "" : ",") + std::string(t.name);
   return out;
+}
+
+Expected<LoraTargets> resolve_lora_targets(const std::vector<WeightTensor>& tensors, bool fused_qkv,
+                                           bool fused_gate_up, unsigned targets) {
+  unsigned has = (fused_qkv ? kLoraQ | kLoraK | kLoraV : 0u) | (fused_gate_up ? kLoraGate | kLoraUp : 0u);
+  for (const TargetName& target : kTargets)
+    for (const WeightTensor& t : tensors)
+      if (lora_targets(t, target.bit)) {
+        has |= target.bit;
+        break;
+      }
+  if (has == 0)
+    return Error{ErrorKind::kIncompatible, "lora_targets",
+                 fmt::format("@lora_targets {}: this model has none of the projections LoRA targets (q_proj, k_proj, "
+                             "v_proj, o_proj, gate_proj, up_proj, down_proj)", lora_targets_name(targets))};
+  if (targets == kLoraAll) return LoraTargets{has, 0};
+  if ((targets & has) == 0)  // PEFT: ValueError, target modules not found in the base model
+    return Error{ErrorKind::kIncompatible, "lora_targets",
+                 fmt::format("@lora_targets {}: this model has no {} projection{}; target some of {}, or all",
+                             lora_targets_name(targets), lora_targets_name(targets),
+                             std::popcount(targets) > 1 ? "s" : "", lora_targets_name(has))};
+  return LoraTargets{targets & has, targets & ~has};
 }
 
 bool lora_targets(const WeightTensor& t, unsigned targets) {
@@ -357,6 +380,10 @@ std::vector<std::string> finetune_notes(const FinetuneStatic& s, const Workload&
                                 "linear), {} frozen",
                                 lora.rank, lora_targets_name(lora.targets), group_digits(s.adapter_params),
                                 group_digits(s.frozen)));
+    if (lora.unmatched != 0)
+      notes.push_back(fmt::format("LoRA target {} names no projection of this model: adapted nowhere, as PEFT "
+                                  "matches no module there",
+                                  lora_targets_name(lora.unmatched)));
     if (lora.base == BaseWeights::kNF4)
       notes.push_back(lora.double_quant
                           ? "nf4 (bitsandbytes Linear4bit): 4-bit codes + 8-bit absmax per 64 weights + fp32 scale "

@@ -44,6 +44,18 @@ std::string lora_targets_name(unsigned targets);
 /// experts held as fused 3-D parameters; where each expert is its own nn.Linear modules, PEFT's
 /// suffix match would wrap every expert too, which is not modelled.
 bool lora_targets(const WeightTensor& t, unsigned targets);
+/// The @lora_targets a model has: those of `targets` that name at least one of its linears (a
+/// fused qkv / gate_up projection counts for its parts), and those that name none. PEFT adapts the
+/// modules a target matches and raises ("Target modules ... not found in the base model") only when
+/// none matches: so an error here only then, and the targets that match nothing are `unmatched`
+/// (said in the LoRA note; `all` means what the model has and leaves none unmatched). Example:
+/// Phi-2's MLP is fc1/fc2, not gated: resolve_lora_targets(phi2_tensors, false, false, kLoraGate)
+/// is an error naming gate, and with kLoraQ | kLoraGate it keeps q with gate unmatched.
+struct LoraTargets {
+  unsigned targets = 0, unmatched = 0;
+};
+Expected<LoraTargets> resolve_lora_targets(const std::vector<WeightTensor>& tensors, bool fused_qkv,
+                                           bool fused_gate_up, unsigned targets);
 
 /// Whether a workload's static memory needs the weight shapes (finetune_static) rather than
 /// bytes per parameter (static_memory.h).

@@ -315,3 +315,35 @@ TEST(Finetune, ChecksNameTheField) {
 
 }  // namespace
 }  // namespace actmem
+
+namespace actmem {
+namespace {
+
+// Issue 26: a LoRA target the model does not have was accepted and counted as nothing ("0
+// trainable adapter parameters", exit 0). Phi-2 (tests/data/configs/phi-2.json) has an ungated MLP
+// (fc1, fc2: up and down), so gate names nothing: alone it is refused (PEFT raises too); beside
+// targets that exist it is adapted nowhere and noted; `all` keeps what the model has.
+TEST(LoraTargets, AModelWithoutTheProjectionRefusesItAndAllKeepsWhatItHas) {
+  const ModelSpec phi2 = load_model(std::string(ACTMEM_SOURCE_DIR) + "/tests/data/configs/phi-2.json").value();
+  const auto tensors = weight_tensors(phi2);
+  auto gate = resolve_lora_targets(tensors, phi2.fused_qkv, phi2.fused_gate_up, kLoraGate);
+  ASSERT_FALSE(gate);
+  EXPECT_EQ(gate.error().field, "lora_targets");
+  EXPECT_NE(gate.error().message.find("no gate projection"), std::string::npos) << gate.error().message;
+  EXPECT_EQ(resolve_lora_targets(tensors, false, false, kLoraAll)->targets, unsigned{kLoraAll} & ~unsigned{kLoraGate});
+  EXPECT_EQ(resolve_lora_targets(tensors, false, false, kLoraAll)->unmatched, 0u);
+  // As PEFT: q and v adapted, gate matched nowhere (and said in a note, not dropped silently).
+  const auto qvg = resolve_lora_targets(tensors, false, false, kLoraQ | kLoraV | kLoraGate).value();
+  EXPECT_EQ(qvg.targets, unsigned{kLoraQ | kLoraV});
+  EXPECT_EQ(qvg.unmatched, unsigned{kLoraGate});
+  // Llama 3 8B has all seven.
+  EXPECT_EQ(resolve_lora_targets(llama_3_8b(), false, false, kLoraAll)->targets, unsigned{kLoraAll});
+  // Through prepare(): the error is the workload's, before any layout.
+  Workload w;
+  w.lora.rank = 8;
+  w.lora.targets = kLoraGate;
+  EXPECT_FALSE(prepare(phi2, w));
+}
+
+}  // namespace
+}  // namespace actmem

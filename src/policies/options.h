@@ -92,6 +92,9 @@ struct LoraOptions {
   BaseWeights base = BaseWeights::kBF16;
   bool double_quant = false;          // nf4: bnb_4bit_use_double_quant (8-bit absmax)
   DType adapter_dtype = DType::kFP32; // PEFT upcasts adapters to fp32 (autocast_adapter_dtype=True)
+  // Targets named that match no projection of the model (prepare() sets it from
+  // resolve_lora_targets, finetune.h): adapted nowhere, as PEFT does, and said in a note.
+  unsigned unmatched = 0;
   bool enabled() const { return rank > 0; }
 };
 
